@@ -1,0 +1,246 @@
+//! Acquiring a lock: one script round trip per attempt, and a wait loop that sleeps until a
+//! release is announced instead of polling.
+
+use std::{
+    future::{Future, IntoFuture},
+    pin::Pin,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use redis::aio::MultiplexedConnection;
+use tracing::Instrument;
+
+use crate::{
+    Fence,
+    client::Core,
+    error::{Error, Result},
+    guard::LockGuard,
+    keys::LockKeys,
+    lease::{Lease, Schedule},
+    metrics,
+    scripts::SCRIPTS,
+    watchdog::{Job, millis},
+};
+
+/// A pending acquisition, configured with builder methods and run by `.await`.
+/// Made by [`LockClient::acquire`](crate::LockClient::acquire).
+///
+/// Cancel-safe: if the future is dropped after Redis granted the lock, the lock is released in
+/// the background instead of lingering until its lease ends.
+#[derive(Debug)]
+#[must_use = "an acquire does nothing until awaited"]
+pub struct Acquire<'a> {
+    core: &'a Arc<Core>,
+    name: &'a str,
+    lease: Option<Duration>,
+    wait: Duration,
+}
+
+impl<'a> Acquire<'a> {
+    pub(crate) fn new(core: &'a Arc<Core>, name: &'a str) -> Self {
+        Self { core, name, lease: None, wait: Duration::ZERO }
+    }
+
+    /// A fixed lease: no watchdog renewal; the lock frees itself after `lease` (at least 10 ms)
+    /// and the guard reports it lost shortly before.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease.max(Duration::from_millis(10)));
+        self
+    }
+
+    /// Waits up to `wait` while someone else holds the lock (default: try once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+}
+
+impl<'a> IntoFuture for Acquire<'a> {
+    type Output = Result<LockGuard>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<LockGuard>> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let span = tracing::debug_span!("lockkit.acquire", lock = %self.name);
+        Box::pin(acquire(self).instrument(span))
+    }
+}
+
+/// The outcome of one attempt.
+enum Attempt {
+    Granted(LockGuard),
+    /// Held by someone else, who has this much lease left (None: no expiry set, or unknown).
+    Held(Option<Duration>),
+}
+
+async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
+    let core = request.core;
+    let keys = LockKeys::new(&core.config.prefix, request.name)?;
+    let started = Instant::now();
+    let deadline = started + request.wait;
+    let mut attempts = 1;
+    if let Attempt::Granted(guard) = attempt(core, &keys, request.lease).await? {
+        return Ok(granted(guard, attempts, started));
+    }
+    let mut last_error = None;
+    if !request.wait.is_zero() {
+        // Subscribe, then retry at once: a release before the subscription was confirmed would
+        // otherwise go unnoticed.
+        let subscription = core.wake.subscribe(&keys.released).await;
+        let mut backoff = Backoff::default();
+        loop {
+            // Armed before the attempt, so a release right after it still wakes us.
+            let woken = subscription.notify().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            attempts += 1;
+            let pause = match attempt(core, &keys, request.lease).await {
+                Ok(Attempt::Granted(guard)) => return Ok(granted(guard, attempts, started)),
+                // Sleep until a release is announced, or the holder's lease runs out (expiry
+                // publishes nothing), or the safety interval passes.
+                Ok(Attempt::Held(ttl)) if core.wake.is_connected() => {
+                    last_error = None;
+                    let safety = core.config.wake_safety_interval;
+                    ttl.unwrap_or(safety).min(safety) + Duration::from_millis(1)
+                }
+                Ok(Attempt::Held(_)) => backoff.next(),
+                Err(e) if e.is_unavailable() => {
+                    last_error = Some(e);
+                    backoff.next()
+                }
+                Err(e) => return Err(e),
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::select! {
+                () = woken.as_mut() => {}
+                () = tokio::time::sleep(pause.min(deadline - now)) => {}
+            }
+        }
+    }
+    metrics::waited("timeout", started.elapsed());
+    Err(last_error.unwrap_or_else(|| Error::timeout(&keys.name, started.elapsed())))
+}
+
+fn granted(mut guard: LockGuard, attempts: u32, started: Instant) -> LockGuard {
+    let waited = started.elapsed();
+    metrics::waited("acquired", waited);
+    guard.set_acquisition(attempts, waited);
+    guard
+}
+
+/// One round trip of the acquire script.
+async fn attempt(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>) -> Result<Attempt> {
+    let result = core.bounded("an acquire", try_acquire(core, keys, lease)).await;
+    metrics::attempt(match &result {
+        Ok(Attempt::Granted(_)) => "acquired",
+        Ok(Attempt::Held(_)) => "held",
+        Err(_) => "error",
+    });
+    result
+}
+
+async fn try_acquire(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>) -> Result<Attempt> {
+    let (lease, renews) = match lease {
+        Some(lease) => (lease, false),
+        None => (core.config.default_lease, true),
+    };
+    let token = new_token();
+    let mut conn = core.pool.get().await?;
+    let mut undo = UndoOnCancel::new(core, &conn, keys, &token);
+    let sent_at = Instant::now();
+    let (granted, value): (i64, i64) = SCRIPTS
+        .acquire
+        .key(&keys.lock)
+        .key(&keys.fence)
+        .arg(&token)
+        .arg(millis(lease))
+        .invoke_async(&mut *conn)
+        .await?;
+    undo.disarm();
+    if granted != 1 {
+        return Ok(Attempt::Held((value > 0).then(|| Duration::from_millis(value as u64))));
+    }
+    let fence = Fence::new(value as u64);
+    metrics::granted(fence);
+    let lease = Arc::new(Lease::new(
+        core.registry.next_id(),
+        keys.clone(),
+        token,
+        fence,
+        Schedule::granted(sent_at, lease, renews),
+    ));
+    core.registry.insert(lease.clone());
+    Ok(Attempt::Granted(LockGuard::new(core.clone(), lease)))
+}
+
+/// A random 128-bit owner token (hex). Generated by a CSPRNG; never accepted from outside.
+fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// Undoes a possible grant if the acquire future is dropped (or its redis call fails) after the
+/// script may have reached Redis.
+struct UndoOnCancel<'a> {
+    core: &'a Core,
+    armed: Option<(MultiplexedConnection, LockKeys, String)>,
+}
+
+impl<'a> UndoOnCancel<'a> {
+    fn new(core: &'a Core, conn: &MultiplexedConnection, keys: &LockKeys, token: &str) -> Self {
+        Self { core, armed: Some((conn.clone(), keys.clone(), token.to_owned())) }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for UndoOnCancel<'_> {
+    fn drop(&mut self) {
+        if let Some((conn, keys, token)) = self.armed.take() {
+            let _ = self.core.jobs.send(Job::Abandoned { conn, keys, token });
+        }
+    }
+}
+
+/// Jittered exponential backoff for when wake-ups cannot be relied on (connection down, Redis
+/// errors): 10 ms doubling to 500 ms, each pause drawn from its upper half.
+struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self(Duration::from_millis(10))
+    }
+}
+
+impl Backoff {
+    fn next(&mut self) -> Duration {
+        let cap = self.0;
+        self.0 = (self.0 * 2).min(Duration::from_millis(500));
+        rand::random_range(cap / 2..=cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_128_random_bits() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn backoff_is_jittered_and_bounded() {
+        let mut backoff = Backoff::default();
+        let pauses: Vec<_> = (0..12).map(|_| backoff.next()).collect();
+        assert!(pauses[0] >= Duration::from_millis(5) && pauses[0] <= Duration::from_millis(10));
+        assert!(pauses.iter().all(|p| *p <= Duration::from_millis(500)));
+        assert!(pauses[11] >= Duration::from_millis(250));
+    }
+}

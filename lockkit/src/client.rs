@@ -1,0 +1,238 @@
+//! [`LockClient`]: the entry point. Owns the connection pool, the wake-up connection and the
+//! watchdog; cheap to clone and meant to be shared by a whole service.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use deadpool_redis::{Pool, Runtime};
+use tokio::sync::mpsc;
+
+use crate::{
+    Fence,
+    acquire::Acquire,
+    error::{Error, ErrorKind, Result},
+    guard::LockGuard,
+    keys::LockKeys,
+    scripts::SCRIPTS,
+    wake::WakeHub,
+    watchdog::{self, Job, Registry},
+};
+
+/// Lease used when none is given: the watchdog renews it every third of it.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Settings shared by every lock of a client.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) prefix: String,
+    pub(crate) default_lease: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) wake_safety_interval: Duration,
+}
+
+/// What clients, guards and the watchdog share.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) pool: Pool,
+    pub(crate) config: Config,
+    pub(crate) registry: Arc<Registry>,
+    /// To the watchdog task: releases from `Drop`, undo of cancelled acquires.
+    pub(crate) jobs: mpsc::UnboundedSender<Job>,
+    pub(crate) wake: WakeHub,
+}
+
+impl Core {
+    /// Runs `op` against a pooled connection, bounded by the command timeout.
+    pub(crate) async fn bounded<T>(&self, what: &str, op: impl Future<Output = Result<T>>) -> Result<T> {
+        tokio::time::timeout(self.config.command_timeout, op)
+            .await
+            .unwrap_or_else(|_| Err(Error::unanswered(what, self.config.command_timeout)))
+    }
+}
+
+/// A handle to lockkit on one Redis deployment. Clone it freely: clones share the pool, the
+/// wake-up connection and the watchdog.
+///
+/// ```no_run
+/// # async fn demo() -> lockkit::Result<()> {
+/// use std::time::Duration;
+/// let client = lockkit::LockClient::connect("redis://127.0.0.1:6390").await?;
+/// let guard = client.lock("inventory:42", Duration::from_secs(2)).await?;
+/// println!("fence {}", guard.fence());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockClient").field("config", &self.core.config).finish_non_exhaustive()
+    }
+}
+
+impl LockClient {
+    /// Connects with default settings. `url` is `redis://[user:password@]host:port[/db]`, or
+    /// `rediss://...` with the `tls` feature.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// Starts configuring a client.
+    pub fn builder(url: impl Into<String>) -> LockClientBuilder {
+        LockClientBuilder {
+            url: url.into(),
+            config: Config {
+                prefix: "lockkit".into(),
+                default_lease: DEFAULT_LEASE,
+                command_timeout: Duration::from_secs(2),
+                wake_safety_interval: Duration::from_secs(5),
+            },
+            pool_size: None,
+        }
+    }
+
+    /// Tries once; `Ok(None)` when someone else holds the lock. The lease defaults to 30 s,
+    /// renewed by the watchdog until the guard is released.
+    pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>> {
+        match self.acquire(name).await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits up to `wait` for the lock; fails with [`Error::is_timeout`] if it stays held. The
+    /// lease defaults to 30 s, renewed by the watchdog until the guard is released.
+    pub async fn lock(&self, name: &str, wait: Duration) -> Result<LockGuard> {
+        self.acquire(name).wait(wait).await
+    }
+
+    /// Full control: `client.acquire("name").lease(d).wait(w).await`. Without `.lease(..)` the
+    /// watchdog keeps the lease alive; with it the lease simply ends after `d` (and the guard
+    /// reports it lost then). Without `.wait(..)` it tries once.
+    pub fn acquire<'a>(&'a self, name: &'a str) -> Acquire<'a> {
+        Acquire::new(&self.core, name)
+    }
+
+    /// Raises the fence counter of `name` to at least `at_least` (an atomic max) and returns its
+    /// value afterwards. Use it after Redis lost its data: seed the counter from the highest fence
+    /// your store accepted, so new grants outrank every write already made.
+    pub async fn ensure_fence_at_least(&self, name: &str, at_least: Fence) -> Result<Fence> {
+        let keys = LockKeys::new(&self.core.config.prefix, name)?;
+        let core = &self.core;
+        let value: String = core
+            .bounded("a fence re-seed", async {
+                let mut conn = core.pool.get().await?;
+                let mut invocation = SCRIPTS.ensure_fence_at_least.prepare_invoke();
+                invocation.key(&keys.fence).arg(at_least.get().to_string());
+                Ok(invocation.invoke_async(&mut conn).await?)
+            })
+            .await?;
+        value
+            .parse()
+            .map(Fence::new)
+            .map_err(|_| Error::new(ErrorKind::Redis, format!("fence counter of {name:?} is not a number: {value:?}")))
+    }
+
+    /// Number of leases this client currently holds (watched or not yet released).
+    pub fn held_leases(&self) -> usize {
+        self.core.registry.len()
+    }
+
+    /// The key prefix (default `lockkit`): lock `NAME` lives at `{prefix:NAME}`.
+    pub fn prefix(&self) -> &str {
+        &self.core.config.prefix
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+}
+
+/// Configures a [`LockClient`]; finish with [`connect`](LockClientBuilder::connect).
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until you call connect()"]
+pub struct LockClientBuilder {
+    url: String,
+    config: Config,
+    pool_size: Option<usize>,
+}
+
+impl LockClientBuilder {
+    /// Key prefix (default `lockkit`). Must not contain `{` or `}`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.prefix = prefix.into();
+        self
+    }
+
+    /// Lease used when an acquire does not give one, renewed by the watchdog (default 30 s).
+    pub fn default_lease(mut self, lease: Duration) -> Self {
+        self.config.default_lease = lease;
+        self
+    }
+
+    /// Longest wait for any single Redis answer (default 2 s); past it the call fails as
+    /// unavailable (retryable).
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.config.command_timeout = timeout;
+        self
+    }
+
+    /// Longest a waiter sleeps between attempts while wake-ups are flowing (default 5 s). Only
+    /// matters if a release message is lost; waits are also capped by the holder's remaining TTL.
+    pub fn wake_safety_interval(mut self, interval: Duration) -> Self {
+        self.config.wake_safety_interval = interval;
+        self
+    }
+
+    /// Maximum pooled connections (default: deadpool's, 4 per CPU). Each is multiplexed.
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = Some(size);
+        self
+    }
+
+    /// Opens the pool, checks that Redis answers, and starts the watchdog and wake-up tasks.
+    /// Must be called inside a tokio runtime.
+    pub async fn connect(self) -> Result<LockClient> {
+        let config_error = |what: String| Error::new(ErrorKind::Config, what);
+        let cfg = &self.config;
+        if cfg.prefix.is_empty() || cfg.prefix.contains(['{', '}']) {
+            return Err(config_error(format!("prefix {:?} must be non-empty without '{{' or '}}'", cfg.prefix)));
+        }
+        if cfg.default_lease < Duration::from_millis(10) || cfg.command_timeout.is_zero() {
+            return Err(config_error("default lease must be at least 10 ms and the command timeout positive".into()));
+        }
+        let redis_client = redis::Client::open(self.url.as_str())
+            .map_err(|e| config_error("invalid redis url".into()).with_source(e))?;
+        let mut pool_config = deadpool_redis::Config::from_url(self.url.as_str());
+        if let Some(size) = self.pool_size {
+            pool_config.pool = Some(deadpool_redis::PoolConfig::new(size));
+        }
+        let pool = pool_config
+            .create_pool(Some(Runtime::Tokio1))
+            .map_err(|e| config_error("cannot build the redis pool".into()).with_source(e))?;
+        let (jobs, jobs_rx) = mpsc::unbounded_channel();
+        let core = Arc::new(Core {
+            pool,
+            config: self.config,
+            registry: Arc::new(Registry::default()),
+            jobs,
+            wake: WakeHub::start(redis_client),
+        });
+        let started = Instant::now();
+        core.bounded("PING", async {
+            let mut conn = core.pool.get().await?;
+            let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+            Ok(())
+        })
+        .await?;
+        tracing::debug!(elapsed = ?started.elapsed(), prefix = %core.config.prefix, "lockkit connected");
+        watchdog::spawn(Arc::downgrade(&core), jobs_rx);
+        Ok(LockClient { core })
+    }
+}

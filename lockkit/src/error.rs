@@ -1,0 +1,146 @@
+//! The one error type of lockkit, with predicates instead of many public variants.
+
+use std::{error::Error as StdError, fmt, time::Duration};
+
+/// What went wrong, coarsely. Match on it, or better, use the predicates on [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The lock was still held by someone else when the wait ran out.
+    Timeout,
+    /// The lease ended (expired, deleted or taken over) before the operation ran.
+    LeaseLost,
+    /// Redis could not be reached or did not answer in time. Retrying may help.
+    Unavailable,
+    /// Redis answered with an error that retrying will not fix (wrong type, script error, ACL).
+    Redis,
+    /// A lock name that cannot be used (empty, too long, or containing `{`/`}`).
+    InvalidName,
+    /// A bad configuration value (URL, pool size, durations).
+    Config,
+}
+
+/// An error from lockkit.
+///
+/// ```
+/// # async fn demo(client: lockkit::LockClient) {
+/// use std::time::Duration;
+/// match client.lock("orders", Duration::from_millis(200)).await {
+///     Ok(guard) => { let _ = guard.release().await; }
+///     Err(e) if e.is_timeout() => println!("busy, try later"),
+///     Err(e) if e.is_retryable() => println!("redis hiccup: {e}"),
+///     Err(e) => panic!("{e}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+}
+
+/// `Result` with lockkit's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), source: None }
+    }
+
+    pub(crate) fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub(crate) fn timeout(name: &str, waited: Duration) -> Self {
+        Self::new(ErrorKind::Timeout, format!("lock {name:?} still held after waiting {waited:?}"))
+    }
+
+    pub(crate) fn lease_lost(name: &str) -> Self {
+        Self::new(ErrorKind::LeaseLost, format!("lease of lock {name:?} was lost"))
+    }
+
+    pub(crate) fn unanswered(what: &str, after: Duration) -> Self {
+        Self::new(ErrorKind::Unavailable, format!("redis did not answer {what} within {after:?}"))
+    }
+
+    /// The coarse category of this error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The lock stayed held by someone else for the whole wait.
+    pub fn is_timeout(&self) -> bool {
+        self.kind == ErrorKind::Timeout
+    }
+
+    /// The lease had already ended: the caller no longer owns the lock.
+    pub fn is_lost(&self) -> bool {
+        self.kind == ErrorKind::LeaseLost
+    }
+
+    /// Redis was unreachable or slow; the same call may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        self.kind == ErrorKind::Unavailable
+    }
+
+    /// Trying again (after a pause) may succeed: timeouts and unavailability.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind, ErrorKind::Timeout | ErrorKind::Unavailable)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, ": {source}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        let kind = if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || matches!(e.kind(), redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain | redis::ServerErrorKind::BusyLoading | redis::ServerErrorKind::MasterDown | redis::ServerErrorKind::ClusterDown))
+        {
+            ErrorKind::Unavailable
+        } else {
+            ErrorKind::Redis
+        };
+        Error::new(kind, "redis error").with_source(e)
+    }
+}
+
+impl From<deadpool_redis::PoolError> for Error {
+    fn from(e: deadpool_redis::PoolError) -> Self {
+        Error::new(ErrorKind::Unavailable, "no redis connection available").with_source(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_follow_the_kind() {
+        let t = Error::timeout("a", Duration::from_millis(5));
+        assert!(t.is_timeout() && t.is_retryable() && !t.is_lost());
+        let l = Error::lease_lost("a");
+        assert!(l.is_lost() && !l.is_retryable());
+        let u = Error::unanswered("acquire", Duration::from_secs(1));
+        assert!(u.is_unavailable() && u.is_retryable());
+        assert!(t.to_string().contains("\"a\""));
+    }
+}

@@ -1,0 +1,79 @@
+//! Redis key names of one lock. All keys of a lock share the hash tag `{prefix:name}`, so every
+//! script touches a single cluster slot.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Longest accepted lock name, in bytes.
+pub const MAX_NAME_LEN: usize = 256;
+
+/// The keys and channel of one lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LockKeys {
+    /// The user-visible name (without prefix).
+    pub(crate) name: String,
+    /// `{prefix:name}`: holds the owner token, exactly what redis-py, redsync or node-redlock would
+    /// use for the same name, so they exclude each other with us.
+    pub(crate) lock: String,
+    /// `{prefix:name}:fence`: the fence counter, incremented by every grant, never expiring.
+    pub(crate) fence: String,
+    /// `{prefix:name}:released`: pub/sub channel published on release, to wake waiters.
+    pub(crate) released: String,
+}
+
+impl LockKeys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<Self> {
+        validate_name(name)?;
+        let lock = format!("{{{prefix}:{name}}}");
+        Ok(Self {
+            name: name.to_owned(),
+            fence: format!("{lock}:fence"),
+            released: format!("{lock}:released"),
+            lock,
+        })
+    }
+
+    /// Recovers a lock name from one of its keys (`{prefix:name}` or `{prefix:name}:suffix`).
+    pub(crate) fn name_of<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
+        let rest = key.strip_prefix('{')?.strip_prefix(prefix)?.strip_prefix(':')?;
+        let end = rest.find('}')?;
+        Some(&rest[..end])
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let problem = if name.is_empty() {
+        "is empty"
+    } else if name.len() > MAX_NAME_LEN {
+        "is longer than 256 bytes"
+    } else if name.contains(['{', '}']) {
+        "contains '{' or '}', which would break the key's hash tag"
+    } else if name.chars().any(char::is_control) {
+        "contains control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::new(ErrorKind::InvalidName, format!("lock name {name:?} {problem}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let k = LockKeys::new("lockkit", "orders:7").unwrap();
+        assert_eq!(k.lock, "{lockkit:orders:7}");
+        assert_eq!(k.fence, "{lockkit:orders:7}:fence");
+        assert_eq!(k.released, "{lockkit:orders:7}:released");
+        assert_eq!(LockKeys::name_of("lockkit", &k.fence), Some("orders:7"));
+        assert_eq!(LockKeys::name_of("other", &k.fence), None);
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        for bad in ["", "a{b", "a}b", "tab\there", &"x".repeat(257)] {
+            let err = LockKeys::new("lockkit", bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidName, "{bad:?}");
+        }
+    }
+}

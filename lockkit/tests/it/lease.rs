@@ -1,0 +1,143 @@
+//! Leases: expiry without a watchdog, renewal by the watchdog, and the loss signal.
+
+use std::time::{Duration, Instant};
+
+use lockkit::LeaseLoss;
+
+use crate::support::{client, client_with_lease, exists, lock_key, raw, unique};
+
+#[tokio::test]
+async fn a_fixed_lease_expires_and_frees_the_lock_without_a_watchdog() {
+    let (holder, other) = (client().await, client().await);
+    let name = unique("ttl");
+    let guard = holder.acquire(&name).lease(Duration::from_millis(300)).await.unwrap();
+    assert!(other.try_lock(&name).await.unwrap().is_none());
+
+    let cause = tokio::time::timeout(Duration::from_secs(5), guard.lost()).await.unwrap();
+    let successor = other.lock(&name, Duration::from_secs(5)).await.unwrap();
+
+    assert_eq!(cause, LeaseLoss::Expired);
+    assert!(guard.is_lost());
+    assert!(successor.fence() > guard.fence());
+    assert!(!guard.release().await.unwrap(), "the old holder no longer owns it");
+    assert!(successor.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn the_watchdog_keeps_a_one_second_lease_held_for_five_seconds() {
+    let holder = client_with_lease(Duration::from_secs(1)).await;
+    let other = client().await;
+    let mut conn = raw().await;
+    let name = unique("watchdog");
+    let guard = holder.try_lock(&name).await.unwrap().unwrap();
+
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let pttl: i64 = redis::cmd("PTTL").arg(lock_key(&name)).query_async(&mut conn).await.unwrap();
+    assert!(pttl > 0 && pttl <= 1000, "renewed, still a 1 s lease: {pttl}");
+    assert!(!guard.is_lost());
+    assert!(other.try_lock(&name).await.unwrap().is_none());
+    assert!(guard.release().await.unwrap());
+    assert!(!exists(&mut conn, &lock_key(&name)).await);
+}
+
+/// Control for the test above: without the watchdog the same lease is gone long before 5 s.
+#[tokio::test]
+async fn control_a_fixed_one_second_lease_is_gone_after_five_seconds() {
+    let holder = client().await;
+    let mut conn = raw().await;
+    let name = unique("no-watchdog");
+    let guard = holder.acquire(&name).lease(Duration::from_secs(1)).await.unwrap();
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    assert!(!exists(&mut conn, &lock_key(&name)).await);
+    assert!(guard.is_lost());
+}
+
+async fn lost_after_outside_interference(interfere: redis::Cmd) -> (LeaseLoss, Duration) {
+    let lease = Duration::from_secs(3);
+    let holder = client_with_lease(lease).await;
+    let mut conn = raw().await;
+    let name = unique("interfered");
+    let guard = holder.try_lock(&name).await.unwrap().unwrap();
+    let acquired = Instant::now();
+
+    let _: () = interfere.clone().arg(lock_key(&name)).query_async(&mut conn).await.unwrap_or(());
+    let cause = tokio::time::timeout(lease, guard.lost()).await.expect("lost() must fire within the lease");
+
+    assert!(guard.is_lost());
+    assert!(guard.ensure_held().unwrap_err().is_lost());
+    assert!(!guard.release().await.unwrap());
+    (cause, acquired.elapsed())
+}
+
+#[tokio::test]
+async fn lost_fires_before_the_local_deadline_when_the_key_is_deleted() {
+    let (cause, after) = lost_after_outside_interference(redis::cmd("DEL")).await;
+
+    assert_eq!(cause, LeaseLoss::Gone, "reported by a renewal, not by the deadline ({after:?})");
+}
+
+#[tokio::test]
+async fn lost_fires_before_the_local_deadline_when_the_key_is_overwritten() {
+    let mut overwrite = redis::cmd("EVAL");
+    overwrite.arg("return redis.call('SET', KEYS[1], 'intruder', 'PX', 60000)").arg(1);
+    let (cause, _) = lost_after_outside_interference(overwrite).await;
+
+    assert_eq!(cause, LeaseLoss::Gone);
+}
+
+#[tokio::test]
+async fn extend_moves_a_fixed_lease_and_fails_once_it_is_lost() {
+    let holder = client().await;
+    let mut conn = raw().await;
+    let name = unique("extend");
+    let mut guard = holder.acquire(&name).lease(Duration::from_millis(500)).await.unwrap();
+
+    guard.extend(Duration::from_secs(20)).await.unwrap();
+    let pttl: i64 = redis::cmd("PTTL").arg(lock_key(&name)).query_async(&mut conn).await.unwrap();
+    assert!(pttl > 10_000, "{pttl}");
+
+    let _: () = redis::cmd("DEL").arg(lock_key(&name)).query_async(&mut conn).await.unwrap();
+    let err = guard.extend(Duration::from_secs(20)).await.unwrap_err();
+    assert!(err.is_lost());
+    assert_eq!(guard.loss(), Some(LeaseLoss::Gone));
+}
+
+/// Fifty held locks renew in shared round trips, not one round trip per lock per tick.
+#[tokio::test]
+async fn renewals_of_many_locks_are_batched() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let holder = client_with_lease(Duration::from_millis(600)).await;
+    let mut guards = Vec::new();
+    for _ in 0..50 {
+        guards.push(holder.try_lock(&unique("batched")).await.unwrap().unwrap());
+    }
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let counter = |name: &str, outcome: Option<&str>| -> u64 {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == name)
+            .filter(|(key, ..)| outcome.is_none_or(|o| key.key().labels().any(|l| l.value() == o)))
+            .map(|(.., value)| match value {
+                metrics_util::debugging::DebugValue::Counter(n) => n,
+                _ => 0,
+            })
+            .sum()
+    };
+    let renewed = counter("lockkit_renewals_total", Some("renewed"));
+    let round_trips = counter("lockkit_renewal_round_trips_total", None);
+    assert!(renewed >= 100, "every lock renewed at least twice: {renewed}");
+    assert!(round_trips * 10 <= renewed, "{round_trips} round trips for {renewed} renewals");
+    for guard in guards {
+        assert!(!guard.is_lost());
+        assert!(guard.release().await.unwrap());
+    }
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run the whole test suite against project-owned Redis and PostgreSQL.
+#
+# Starts the services (scripts/services.sh up), runs every test of the workspace, then stops the
+# services again on exit, whatever happened, unless KEEP_SERVICES=1.
+# Exits non-zero if any test failed. Extra arguments are passed to the test runner.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+    local rc=$?
+    if [[ "${KEEP_SERVICES:-0}" != 1 ]]; then
+        bash scripts/services.sh down || rc=1
+    else
+        echo "[test] KEEP_SERVICES=1: leaving services running (scripts/services.sh down to stop)" >&2
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+# Turn signals into a normal exit so the EXIT trap still stops the services.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+bash scripts/services.sh up >/dev/null
+eval "$(bash scripts/services.sh env)"
+echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL" >&2
+
+status=0
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --all-features --no-fail-fast "$@" || status=$?
+    # nextest does not run doctests.
+    doc_status=0
+    cargo test --workspace --all-features --doc || doc_status=$?
+    [[ "$status" -ne 0 ]] || status=$doc_status
+else
+    echo "[test] cargo-nextest not found; falling back to cargo test" >&2
+    # Plain cargo test already includes the doctests.
+    cargo test --workspace --all-features --no-fail-fast "$@" || status=$?
+fi
+
+if [[ "$status" -ne 0 ]]; then
+    echo "[test] FAILED (exit $status)" >&2
+else
+    echo "[test] all tests passed" >&2
+fi
+exit "$status"
