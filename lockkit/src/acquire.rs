@@ -133,7 +133,7 @@ fn granted(mut guard: LockGuard, attempts: u32, started: Instant) -> LockGuard {
 
 /// One round trip of the acquire script.
 async fn attempt(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>) -> Result<Attempt> {
-    let result = core.bounded("an acquire", try_acquire(core, keys, lease)).await;
+    let result = try_acquire(core, keys, lease).await;
     metrics::attempt(match &result {
         Ok(Attempt::Granted(_)) => "acquired",
         Ok(Attempt::Held(_)) => "held",
@@ -148,31 +148,32 @@ async fn try_acquire(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>)
         None => (core.config.default_lease, true),
     };
     let token = new_token();
-    let mut conn = core.pool.get().await?;
-    let mut undo = UndoOnCancel::new(core, &conn, keys, &token);
+    let timeout = core.config.command_timeout;
+    let mut lane = tokio::time::timeout(timeout, core.conns.checkout())
+        .await
+        .unwrap_or_else(|_| Err(Error::unanswered("a connection", timeout)))?;
+    // From here on the grant may happen in Redis; until we read the reply, a cancellation (or a
+    // failure) must undo it.
+    let mut undo = UndoOnCancel::new(core, &lane.conn, keys, &token);
+    let mut invocation = SCRIPTS.acquire.prepare_invoke();
+    invocation.key(&keys.lock).key(&keys.fence).arg(&token).arg(millis(lease));
     let sent_at = Instant::now();
-    let (granted, value): (i64, i64) = SCRIPTS
-        .acquire
-        .key(&keys.lock)
-        .key(&keys.fence)
-        .arg(&token)
-        .arg(millis(lease))
-        .invoke_async(&mut *conn)
-        .await?;
+    let reply = match tokio::time::timeout(timeout, invocation.invoke_async::<(i64, i64)>(&mut lane.conn)).await {
+        Ok(reply) => reply.map_err(Error::from),
+        Err(_) => Err(Error::unanswered("an acquire", timeout)),
+    };
+    core.conns.report(&lane, &reply);
+    let (granted, value) = reply?;
     undo.disarm();
     if granted != 1 {
         return Ok(Attempt::Held((value > 0).then(|| Duration::from_millis(value as u64))));
     }
     let fence = Fence::new(value as u64);
     metrics::granted(fence);
-    let lease = Arc::new(Lease::new(
-        core.registry.next_id(),
-        keys.clone(),
-        token,
-        fence,
-        Schedule::granted(sent_at, lease, renews),
-    ));
-    core.registry.insert(lease.clone());
+    let schedule = Schedule::granted(sent_at, lease, renews);
+    let next_event = schedule.next_event();
+    let lease = Arc::new(Lease::new(core.registry.next_id(), keys.clone(), token, fence, schedule));
+    core.registry.insert(lease.clone(), next_event);
     Ok(Attempt::Granted(LockGuard::new(core.clone(), lease)))
 }
 

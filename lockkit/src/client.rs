@@ -1,4 +1,4 @@
-//! [`LockClient`]: the entry point. Owns the connection pool, the wake-up connection and the
+//! [`LockClient`]: the entry point. Owns the connections, the wake-up connection and the
 //! watchdog; cheap to clone and meant to be shared by a whole service.
 
 use std::{
@@ -6,12 +6,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use deadpool_redis::{Pool, Runtime};
+use deadpool_redis::Runtime;
 use tokio::sync::mpsc;
 
 use crate::{
     Fence,
     acquire::Acquire,
+    connections::Connections,
     error::{Error, ErrorKind, Result},
     guard::LockGuard,
     keys::LockKeys,
@@ -35,7 +36,7 @@ pub(crate) struct Config {
 /// What clients, guards and the watchdog share.
 #[derive(Debug)]
 pub(crate) struct Core {
-    pub(crate) pool: Pool,
+    pub(crate) conns: Connections,
     pub(crate) config: Config,
     pub(crate) registry: Arc<Registry>,
     /// To the watchdog task: releases from `Drop`, undo of cancelled acquires.
@@ -44,15 +45,17 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// Runs `op` against a pooled connection, bounded by the command timeout.
-    pub(crate) async fn bounded<T>(&self, what: &str, op: impl Future<Output = Result<T>>) -> Result<T> {
-        tokio::time::timeout(self.config.command_timeout, op)
-            .await
-            .unwrap_or_else(|_| Err(Error::unanswered(what, self.config.command_timeout)))
+    /// Runs one Redis operation on the next connection, bounded by the command timeout.
+    pub(crate) async fn run<T>(
+        &self,
+        what: &str,
+        op: impl AsyncFnOnce(&mut redis::aio::MultiplexedConnection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.conns.run(what, self.config.command_timeout, op).await
     }
 }
 
-/// A handle to lockkit on one Redis deployment. Clone it freely: clones share the pool, the
+/// A handle to lockkit on one Redis deployment. Clone it freely: clones share the connections, the
 /// wake-up connection and the watchdog.
 ///
 /// ```no_run
@@ -92,7 +95,7 @@ impl LockClient {
                 command_timeout: Duration::from_secs(2),
                 wake_safety_interval: Duration::from_secs(5),
             },
-            pool_size: None,
+            connections: 4,
         }
     }
 
@@ -125,14 +128,9 @@ impl LockClient {
     pub async fn ensure_fence_at_least(&self, name: &str, at_least: Fence) -> Result<Fence> {
         let keys = LockKeys::new(&self.core.config.prefix, name)?;
         let core = &self.core;
-        let value: String = core
-            .bounded("a fence re-seed", async {
-                let mut conn = core.pool.get().await?;
-                let mut invocation = SCRIPTS.ensure_fence_at_least.prepare_invoke();
-                invocation.key(&keys.fence).arg(at_least.get().to_string());
-                Ok(invocation.invoke_async(&mut conn).await?)
-            })
-            .await?;
+        let mut invocation = SCRIPTS.ensure_fence_at_least.prepare_invoke();
+        invocation.key(&keys.fence).arg(at_least.get().to_string());
+        let value: String = core.run("a fence re-seed", async |conn| invocation.invoke_async(conn).await).await?;
         value
             .parse()
             .map(Fence::new)
@@ -160,7 +158,7 @@ impl LockClient {
 pub struct LockClientBuilder {
     url: String,
     config: Config,
-    pool_size: Option<usize>,
+    connections: usize,
 }
 
 impl LockClientBuilder {
@@ -190,13 +188,14 @@ impl LockClientBuilder {
         self
     }
 
-    /// Maximum pooled connections (default: deadpool's, 4 per CPU). Each is multiplexed.
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = Some(size);
+    /// Multiplexed connections that operations are spread over (default 4). Each pipelines any
+    /// number of concurrent operations, so a few are enough for thousands of tasks.
+    pub fn connections(mut self, connections: usize) -> Self {
+        self.connections = connections.max(1);
         self
     }
 
-    /// Opens the pool, checks that Redis answers, and starts the watchdog and wake-up tasks.
+    /// Connects, checks that Redis answers, and starts the watchdog and wake-up tasks.
     /// Must be called inside a tokio runtime.
     pub async fn connect(self) -> Result<LockClient> {
         let config_error = |what: String| Error::new(ErrorKind::Config, what);
@@ -210,27 +209,20 @@ impl LockClientBuilder {
         let redis_client = redis::Client::open(self.url.as_str())
             .map_err(|e| config_error("invalid redis url".into()).with_source(e))?;
         let mut pool_config = deadpool_redis::Config::from_url(self.url.as_str());
-        if let Some(size) = self.pool_size {
-            pool_config.pool = Some(deadpool_redis::PoolConfig::new(size));
-        }
+        pool_config.pool = Some(deadpool_redis::PoolConfig::new(self.connections));
         let pool = pool_config
             .create_pool(Some(Runtime::Tokio1))
             .map_err(|e| config_error("cannot build the redis pool".into()).with_source(e))?;
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
         let core = Arc::new(Core {
-            pool,
+            conns: Connections::new(pool, self.connections),
             config: self.config,
             registry: Arc::new(Registry::default()),
             jobs,
             wake: WakeHub::start(redis_client),
         });
         let started = Instant::now();
-        core.bounded("PING", async {
-            let mut conn = core.pool.get().await?;
-            let _: String = redis::cmd("PING").query_async(&mut conn).await?;
-            Ok(())
-        })
-        .await?;
+        let _: String = core.run("PING", async |conn| redis::cmd("PING").query_async(conn).await).await?;
         tracing::debug!(elapsed = ?started.elapsed(), prefix = %core.config.prefix, "lockkit connected");
         watchdog::spawn(Arc::downgrade(&core), jobs_rx);
         Ok(LockClient { core })

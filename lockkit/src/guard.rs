@@ -125,18 +125,12 @@ impl LockGuard {
         }
         let sent_at = Instant::now();
         let keys = &self.lease.keys;
-        let extended: i64 = core
-            .bounded("an extend", async {
-                let mut conn = core.pool.get().await?;
-                let mut invocation = SCRIPTS.extend.prepare_invoke();
-                invocation.key(&keys.lock).arg(&self.lease.token).arg(millis(lease));
-                Ok(invocation.invoke_async(&mut conn).await?)
-            })
-            .await?;
+        let mut invocation = SCRIPTS.extend.prepare_invoke();
+        invocation.key(&keys.lock).arg(&self.lease.token).arg(millis(lease));
+        let extended: i64 = core.run("an extend", async |conn| invocation.invoke_async(conn).await).await?;
         if extended == 1 {
             state.schedule.extended(lease, sent_at);
-            drop(state);
-            core.registry.changed.notify_one();
+            core.registry.rescheduled(state.schedule.next_event());
             Ok(())
         } else {
             self.lease.mark_lost(LeaseLoss::Gone);
@@ -175,14 +169,9 @@ impl Core {
         self.registry.remove(lease.id);
         metrics::held(lease.acquired_at.elapsed());
         let keys = &lease.keys;
-        let deleted: i64 = self
-            .bounded("a release", async {
-                let mut conn = self.pool.get().await?;
-                let mut invocation = SCRIPTS.release.prepare_invoke();
-                invocation.key(&keys.lock).arg(&lease.token).arg(&keys.released);
-                Ok(invocation.invoke_async(&mut conn).await?)
-            })
-            .await?;
+        let mut invocation = SCRIPTS.release.prepare_invoke();
+        invocation.key(&keys.lock).arg(&lease.token).arg(&keys.released);
+        let deleted: i64 = self.run("a release", async |conn| invocation.invoke_async(conn).await).await?;
         Ok(deleted == 1)
     }
 }

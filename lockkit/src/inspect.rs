@@ -26,7 +26,7 @@ impl LockClient {
     pub async fn inspect(&self, pattern: &str) -> Result<Vec<LockInfo>> {
         let core = self.core();
         let prefix = &core.config.prefix;
-        let mut conn = core.pool.get().await?;
+        let mut conn = core.conns.checkout().await?.conn;
         let mut names = BTreeSet::new();
         {
             let mut keys = conn.scan_match::<_, String>(format!("{{{prefix}:{pattern}}}*")).await?;

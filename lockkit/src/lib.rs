@@ -4,7 +4,8 @@
 //!
 //! | module | what lives there |
 //! |---|---|
-//! | `client` | [`LockClient`] and its builder: pool, settings, fence re-seeding |
+//! | `client` | [`LockClient`] and its builder: settings, fence re-seeding |
+//! | `connections` | long-lived multiplexed connections taken from a deadpool pool |
 //! | `acquire` | [`Acquire`]: the acquire script round trip and the wait loop |
 //! | `guard` | [`LockGuard`]: fence, loss signal, extend, release |
 //! | `lease` | shared state of a granted lease and its renewal timetable; [`LeaseLoss`] |
@@ -22,6 +23,7 @@
 
 mod acquire;
 mod client;
+mod connections;
 mod error;
 mod fence;
 mod guard;

@@ -17,7 +17,6 @@ use tokio::sync::{Notify, OwnedMutexGuard, mpsc};
 use crate::{
     LeaseLoss,
     client::Core,
-    error::{Error, Result},
     keys::LockKeys,
     lease::{Lease, LeaseState},
     metrics,
@@ -30,10 +29,19 @@ const IDLE: Duration = Duration::from_secs(60);
 /// The leases a client holds.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    leases: Mutex<HashMap<u64, Arc<Lease>>>,
-    /// Wakes the watchdog when its timetable changed (a lease added, extended or released).
-    pub(crate) changed: Notify,
+    inner: Mutex<RegistryInner>,
+    /// Wakes the watchdog when a lease needs attention before its planned wake-up.
+    changed: Notify,
     next_id: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct RegistryInner {
+    leases: HashMap<u64, Arc<Lease>>,
+    /// When the sleeping watchdog will look next; `None` while it is scanning (then every change
+    /// wakes it again). Lets a busy client add and remove leases without waking the watchdog each
+    /// time: only a lease due before the planned wake-up does.
+    planned: Option<Instant>,
 }
 
 impl Registry {
@@ -41,23 +49,42 @@ impl Registry {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn insert(&self, lease: Arc<Lease>) {
-        self.leases.lock().unwrap().insert(lease.id, lease);
-        self.changed.notify_one();
+    /// Watches `lease`, whose first event (renewal or deadline) is at `next_event`.
+    pub(crate) fn insert(&self, lease: Arc<Lease>, next_event: Instant) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.leases.insert(lease.id, lease);
+        self.wake_if_before_plan(&inner, next_event);
     }
 
-    pub(crate) fn remove(&self, id: u64) {
-        if self.leases.lock().unwrap().remove(&id).is_some() {
+    /// A watched lease's timetable moved (an extension); its next event is now `next_event`.
+    pub(crate) fn rescheduled(&self, next_event: Instant) {
+        self.wake_if_before_plan(&self.inner.lock().unwrap(), next_event);
+    }
+
+    fn wake_if_before_plan(&self, inner: &RegistryInner, next_event: Instant) {
+        if inner.planned.is_none_or(|planned| next_event < planned) {
             self.changed.notify_one();
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.leases.lock().unwrap().len()
+    /// Stops watching a lease. Never wakes the watchdog: it will find one lease fewer.
+    pub(crate) fn remove(&self, id: u64) {
+        self.inner.lock().unwrap().leases.remove(&id);
     }
 
-    fn snapshot(&self) -> Vec<Arc<Lease>> {
-        self.leases.lock().unwrap().values().cloned().collect()
+    pub(crate) fn len(&self) -> usize {
+        self.inner.lock().unwrap().leases.len()
+    }
+
+    /// The watched leases, for a scan; changes from now on wake the watchdog after the scan.
+    fn start_scan(&self) -> Vec<Arc<Lease>> {
+        let mut inner = self.inner.lock().unwrap();
+        inner.planned = None;
+        inner.leases.values().cloned().collect()
+    }
+
+    fn plan(&self, wake_at: Instant) {
+        self.inner.lock().unwrap().planned = Some(wake_at);
     }
 }
 
@@ -85,6 +112,7 @@ async fn run(core: Weak<Core>, mut jobs: mpsc::UnboundedReceiver<Job>) {
             Some(strong) => tick(&strong).await,
             None => return,
         };
+        registry.plan(next);
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
             () = registry.changed.notified() => {}
@@ -123,8 +151,9 @@ async fn tick(core: &Core) -> Instant {
     let now = Instant::now();
     let mut next = now + IDLE;
     let mut due = Vec::new();
-    for lease in core.registry.snapshot() {
-        // Busy means a release or an extension is running; it notifies `changed` when done.
+    for lease in core.registry.start_scan() {
+        // Busy means a release or an extension is running: a release removes the lease, an
+        // extension reschedules it.
         let Ok(state) = lease.state.clone().try_lock_owned() else { continue };
         if state.released {
             continue;
@@ -163,10 +192,7 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
         pipe.add_command(extend_cmd(&lease.keys.lock, &lease.token, millis(state.schedule.lease())));
     }
     metrics::renewal_round_trip();
-    let outcome = match tokio::time::timeout(budget, run_pipeline(core, &pipe)).await {
-        Ok(result) => result,
-        Err(_) => Err(Error::unanswered("a lease renewal", budget)),
-    };
+    let outcome = core.conns.run("a lease renewal", budget, async |conn| run_pipeline(conn, &pipe).await).await;
     let now = Instant::now();
     match outcome {
         Ok(replies) => {
@@ -197,14 +223,13 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
     }
 }
 
-async fn run_pipeline(core: &Core, pipe: &redis::Pipeline) -> Result<Vec<i64>> {
-    let mut conn = core.pool.get().await?;
-    match pipe.query_async(&mut conn).await {
+async fn run_pipeline(conn: &mut MultiplexedConnection, pipe: &redis::Pipeline) -> redis::RedisResult<Vec<i64>> {
+    match pipe.query_async(conn).await {
         Err(e) if is_noscript(&e) => {
-            SCRIPTS.extend.prepare_invoke().load_async(&mut conn).await?;
-            Ok(pipe.query_async(&mut conn).await?)
+            SCRIPTS.extend.prepare_invoke().load_async(conn).await?;
+            pipe.query_async(conn).await
         }
-        result => Ok(result?),
+        result => result,
     }
 }
 

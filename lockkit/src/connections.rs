@@ -1,0 +1,83 @@
+//! Connections: a few long-lived multiplexed "lanes" checked out of a deadpool pool.
+//!
+//! deadpool opens and authenticates connections (with the `tls` feature, encrypted ones) and
+//! bounds how many exist. But every checkout of a deadpool-redis connection costs an
+//! `UNWATCH`+`PING` round trip to validate it, which would double the cost of each lock operation.
+//! A multiplexed connection already pipelines concurrent commands, so lockkit takes a few of them
+//! out of the pool once and spreads operations over them round-robin. A lane whose connection broke
+//! or stopped answering is dropped and replaced from the pool on its next use.
+
+use std::{
+    sync::{
+        Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use deadpool_redis::Pool;
+use redis::aio::MultiplexedConnection;
+
+use crate::error::{Error, Result};
+
+/// The lanes of one client.
+pub(crate) struct Connections {
+    pool: Pool,
+    lanes: Box<[Mutex<Option<MultiplexedConnection>>]>,
+    next: AtomicUsize,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections").field("lanes", &self.lanes.len()).finish_non_exhaustive()
+    }
+}
+
+/// A connection handed out for one operation (a cheap clone of a lane's connection).
+pub(crate) struct Lane {
+    index: usize,
+    pub(crate) conn: MultiplexedConnection,
+}
+
+impl Connections {
+    pub(crate) fn new(pool: Pool, lanes: usize) -> Self {
+        let lanes = (0..lanes.max(1)).map(|_| Mutex::new(None)).collect();
+        Self { pool, lanes, next: AtomicUsize::new(0) }
+    }
+
+    /// The next lane, connecting it first if it has no connection.
+    pub(crate) async fn checkout(&self) -> Result<Lane> {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        if let Some(conn) = self.lanes[index].lock().unwrap().clone() {
+            return Ok(Lane { index, conn });
+        }
+        let fresh = deadpool_redis::Connection::take(self.pool.get().await?);
+        // Another operation may have filled the lane meanwhile; keep theirs.
+        let conn = self.lanes[index].lock().unwrap().get_or_insert(fresh).clone();
+        Ok(Lane { index, conn })
+    }
+
+    /// Reports the outcome of an operation on `lane`: a connection that failed or timed out is
+    /// dropped, so the next operation on this lane reconnects.
+    pub(crate) fn report<T>(&self, lane: &Lane, outcome: &Result<T>) {
+        if outcome.as_ref().is_err_and(Error::is_unavailable) {
+            *self.lanes[lane.index].lock().unwrap() = None;
+        }
+    }
+
+    /// Runs `op` on the next lane, the checkout and the command together bounded by `timeout`.
+    pub(crate) async fn run<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        op: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let run = async {
+            let mut lane = self.checkout().await?;
+            let outcome = op(&mut lane.conn).await.map_err(Error::from);
+            self.report(&lane, &outcome);
+            outcome
+        };
+        tokio::time::timeout(timeout, run).await.unwrap_or_else(|_| Err(Error::unanswered(what, timeout)))
+    }
+}
