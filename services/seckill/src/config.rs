@@ -1,0 +1,173 @@
+//! Settings: defaults, then an optional TOML file (`SECKILL_CONFIG`), then environment variables.
+//! Secrets (admin token, passwords inside URLs) are wrapped so they never reach a log line.
+
+use std::{fmt, net::SocketAddr, path::Path, time::Duration};
+
+use serde::Deserialize;
+
+/// A value that must never be printed.
+#[derive(Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself; call only where it is used, never to log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "\"***\"" })
+    }
+}
+
+/// Everything the service needs to start.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Address to listen on (`SECKILL_LISTEN`); port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// `REDIS_URL`; may carry a password (`redis://:pw@host`) or use `rediss://`.
+    pub redis_url: Secret,
+    /// `DATABASE_URL` (`postgres://user:password@host:port/db`).
+    pub database_url: Secret,
+    /// Bearer token of the admin routes (`SECKILL_ADMIN_TOKEN`). Empty disables them.
+    pub admin_token: Secret,
+    /// How long one order may take, waiting for locks included (`SECKILL_REQUEST_DEADLINE_MS`).
+    #[serde(with = "millis")]
+    pub request_deadline: Duration,
+    /// Lease of a shard lock; renewed by the watchdog while held (`SECKILL_LOCK_LEASE_MS`).
+    #[serde(with = "millis")]
+    pub lock_lease: Duration,
+    /// PostgreSQL connections per instance (`SECKILL_DB_POOL`).
+    pub db_pool_size: usize,
+    /// HTTP worker threads (`SECKILL_WORKERS`); 0 means one per CPU.
+    pub workers: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".parse().expect("valid default address"),
+            redis_url: Secret::new("redis://127.0.0.1:6390"),
+            database_url: Secret::new("postgres://seckill@127.0.0.1:5440/seckill"),
+            admin_token: Secret::default(),
+            request_deadline: Duration::from_secs(2),
+            lock_lease: Duration::from_secs(5),
+            db_pool_size: 16,
+            workers: 0,
+        }
+    }
+}
+
+/// A setting that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration: {0}")]
+pub struct ConfigError(String);
+
+impl Settings {
+    /// Defaults, then the file named by `SECKILL_CONFIG` (if set), then environment variables.
+    pub fn load() -> Result<Self, ConfigError> {
+        let base = match std::env::var("SECKILL_CONFIG") {
+            Ok(path) => Self::from_file(Path::new(&path))?,
+            Err(_) => Self::default(),
+        };
+        base.with_env(|name| std::env::var(name).ok())
+    }
+
+    /// Reads a TOML file; keys are the field names (`listen`, `redis_url`, `request_deadline = 2000`, ...).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+    }
+
+    /// Applies environment overrides read through `var`.
+    pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, ConfigError> {
+            value.parse().map_err(|_| ConfigError(format!("{name} has an invalid value")))
+        }
+        if let Some(v) = var("SECKILL_LISTEN") {
+            self.listen = parse("SECKILL_LISTEN", &v)?;
+        }
+        if let Some(v) = var("REDIS_URL") {
+            self.redis_url = Secret::new(v);
+        }
+        if let Some(v) = var("DATABASE_URL") {
+            self.database_url = Secret::new(v);
+        }
+        if let Some(v) = var("SECKILL_ADMIN_TOKEN") {
+            self.admin_token = Secret::new(v);
+        }
+        if let Some(v) = var("SECKILL_REQUEST_DEADLINE_MS") {
+            self.request_deadline = Duration::from_millis(parse("SECKILL_REQUEST_DEADLINE_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_LOCK_LEASE_MS") {
+            self.lock_lease = Duration::from_millis(parse("SECKILL_LOCK_LEASE_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_DB_POOL") {
+            self.db_pool_size = parse("SECKILL_DB_POOL", &v)?;
+        }
+        if let Some(v) = var("SECKILL_WORKERS") {
+            self.workers = parse("SECKILL_WORKERS", &v)?;
+        }
+        if self.lock_lease < Duration::from_millis(100) || self.request_deadline.is_zero() || self.db_pool_size == 0 {
+            return Err(ConfigError("lock lease must be >= 100 ms, deadline and pool size positive".into()));
+        }
+        Ok(self)
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_overrides_file_which_overrides_defaults() {
+        let dir = std::env::temp_dir().join(format!("seckill-config-{}", std::process::id()));
+        std::fs::write(&dir, "listen = \"127.0.0.1:9000\"\nrequest_deadline = 1500\nadmin_token = \"from-file\"\n").unwrap();
+        let from_file = Settings::from_file(&dir).unwrap();
+        let env = |name: &str| (name == "SECKILL_ADMIN_TOKEN").then(|| "from-env".to_string());
+
+        let settings = from_file.with_env(env).unwrap();
+
+        assert_eq!(settings.listen.port(), 9000);
+        assert_eq!(settings.request_deadline, Duration::from_millis(1500));
+        assert_eq!(settings.admin_token.expose(), "from-env");
+        assert_eq!(settings.lock_lease, Settings::default().lock_lease);
+        std::fs::remove_file(dir).unwrap();
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let settings = Settings {
+            admin_token: Secret::new("hunter2"),
+            database_url: Secret::new("postgres://u:pw@h/db"),
+            ..Settings::default()
+        };
+        let printed = format!("{settings:?}");
+        assert!(!printed.contains("hunter2") && !printed.contains("pw@"));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let env = |name: &str| (name == "SECKILL_LOCK_LEASE_MS").then(|| "nope".to_string());
+        assert!(Settings::default().with_env(env).is_err());
+    }
+}

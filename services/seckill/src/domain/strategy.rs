@@ -1,0 +1,72 @@
+use std::{fmt, str::FromStr};
+
+/// How a sale protects its stock; chosen per sale, so strategies can be compared side by side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StrategyKind {
+    /// Read, then write, no lock: oversells under load. The control.
+    None,
+    /// Redis shard locks around read-then-write, no fencing: safe until a holder outlives its lease.
+    RedisLock,
+    /// Redis shard locks plus fenced writes: safe also when a lease is lost. The default.
+    ShardedFenced,
+    /// One conditional `UPDATE ... WHERE remaining >= q`; no lock at all.
+    DbAtomic,
+    /// `SELECT ... FOR UPDATE` in a transaction.
+    DbPessimistic,
+    /// Version compare-and-set with bounded retries.
+    DbOptimistic,
+}
+
+impl StrategyKind {
+    /// Every strategy, in the order the comparison reports them.
+    pub const ALL: [StrategyKind; 6] = [
+        Self::None,
+        Self::RedisLock,
+        Self::ShardedFenced,
+        Self::DbAtomic,
+        Self::DbPessimistic,
+        Self::DbOptimistic,
+    ];
+
+    /// The wire name (`sharded-fenced`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::RedisLock => "redis-lock",
+            Self::ShardedFenced => "sharded-fenced",
+            Self::DbAtomic => "db-atomic",
+            Self::DbPessimistic => "db-pessimistic",
+            Self::DbOptimistic => "db-optimistic",
+        }
+    }
+}
+
+impl FromStr for StrategyKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            let names: Vec<_> = Self::ALL.iter().map(|k| k.as_str()).collect();
+            format!("strategy must be one of {}", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for StrategyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StrategyKind;
+
+    #[test]
+    fn names_round_trip() {
+        for kind in StrategyKind::ALL {
+            assert_eq!(kind.as_str().parse::<StrategyKind>().unwrap(), kind);
+        }
+        assert!("redlock".parse::<StrategyKind>().is_err());
+    }
+}

@@ -1,0 +1,137 @@
+//! Every way a request can fail, and the one place they become HTTP statuses. A client's mistake
+//! is always a 4xx; a 5xx means our fault or a dependency's.
+
+use actix_web::{HttpResponse, ResponseError, http::StatusCode};
+use serde_json::json;
+
+/// An error answered to a client as `{"error": CODE, "message": ...}`.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed or out-of-range input.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The body was larger than allowed.
+    #[error("request body larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// Not JSON.
+    #[error("Content-Type must be application/json")]
+    UnsupportedMediaType,
+    /// Admin route without the right bearer token.
+    #[error("missing or wrong admin token")]
+    Unauthorized,
+    /// No sale with that SKU.
+    #[error("no sale {0:?}")]
+    UnknownSale(String),
+    /// No such route.
+    #[error("no route {0}")]
+    NotFound(String),
+    /// Not enough stock left for the quantity.
+    #[error("sold out")]
+    SoldOut,
+    /// The user already bought the per-user limit.
+    #[error("per-user limit reached")]
+    UserLimitReached,
+    /// The idempotency key was already used for a different order.
+    #[error("Idempotency-Key was already used for a different order")]
+    IdempotencyKeyReused,
+    /// The request deadline passed while waiting (locks, retries).
+    #[error("busy, retry shortly")]
+    Busy,
+    /// Redis or PostgreSQL cannot be reached.
+    #[error("{0} unavailable, retry shortly")]
+    Unavailable(&'static str),
+    /// A bug or an unexpected state; details are logged, not returned.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The stable machine-readable code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidRequest(_) => "invalid_request",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::Unauthorized => "unauthorized",
+            Self::UnknownSale(_) => "unknown_sale",
+            Self::NotFound(_) => "not_found",
+            Self::SoldOut => "sold_out",
+            Self::UserLimitReached => "user_limit_reached",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::Busy => "busy",
+            Self::Unavailable(_) => "unavailable",
+            Self::Internal(_) => "internal",
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::UnknownSale(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::SoldOut | Self::UserLimitReached => StatusCode::CONFLICT,
+            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Busy | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        if let Self::Internal(detail) = self {
+            tracing::error!(%detail, "internal error");
+        }
+        let mut response = HttpResponse::build(self.status_code());
+        match self {
+            Self::Busy | Self::Unavailable(_) => {
+                response.insert_header(("Retry-After", "1"));
+            }
+            Self::Unauthorized => {
+                response.insert_header(("WWW-Authenticate", "Bearer"));
+            }
+            _ => {}
+        }
+        response.json(json!({"error": self.code(), "message": self.to_string()}))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for ApiError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        tracing::warn!(error = %e, "no database connection");
+        Self::Unavailable("database")
+    }
+}
+
+impl From<tokio_postgres::Error> for ApiError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        if e.is_closed() || e.code().is_none() {
+            tracing::warn!(error = %e, "database error");
+            Self::Unavailable("database")
+        } else {
+            Self::Internal(format!("database: {e}"))
+        }
+    }
+}
+
+impl From<lockkit::Error> for ApiError {
+    fn from(e: lockkit::Error) -> Self {
+        if e.is_timeout() {
+            Self::Busy
+        } else if e.is_retryable() {
+            tracing::warn!(error = %e, "redis error");
+            Self::Unavailable("redis")
+        } else {
+            Self::Internal(format!("lock: {e}"))
+        }
+    }
+}
+
+impl From<redis::RedisError> for ApiError {
+    fn from(e: redis::RedisError) -> Self {
+        tracing::warn!(error = %e, "redis error");
+        Self::Unavailable("redis")
+    }
+}

@@ -1,0 +1,81 @@
+//! A Redis-side hint of each shard's remaining stock, so requests skip empty shards without
+//! touching PostgreSQL. Advisory only: PostgreSQL decides. A hint that is too high costs one read
+//! (and is corrected); a missing or outdated hint set (Redis restarted, sale reset) is rebuilt
+//! from PostgreSQL.
+
+use redis::{AsyncCommands, aio::ConnectionManager};
+
+use crate::{
+    domain::Sku,
+    error::ApiError,
+    store::{Db, Sale},
+};
+
+/// Field holding the sale's generation; the others are shard indexes.
+const GENERATION: &str = "gen";
+
+/// Hints of every sale, in one Redis hash per sale.
+#[derive(Clone)]
+pub struct Hints {
+    redis: ConnectionManager,
+}
+
+impl Hints {
+    /// Wraps a Redis connection (auto-reconnecting).
+    pub fn new(redis: ConnectionManager) -> Self {
+        Self { redis }
+    }
+
+    fn key(sku: &Sku) -> String {
+        format!("seckill:{{{sku}}}:hints")
+    }
+
+    /// Remaining stock per shard for `sale`, rebuilt from PostgreSQL when missing or outdated.
+    pub async fn read(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, ApiError> {
+        let fields: Vec<(String, i64)> = self.redis.clone().hgetall(Self::key(&sale.sku)).await?;
+        let fresh = fields.iter().any(|(f, v)| f == GENERATION && *v == sale.generation);
+        let mut hints = vec![0; sale.spec.shards as usize];
+        let mut filled = 0;
+        for (field, value) in &fields {
+            if let Some(slot) = field.parse::<usize>().ok().and_then(|i| hints.get_mut(i)) {
+                *slot = *value;
+                filled += 1;
+            }
+        }
+        if fresh && filled == hints.len() { Ok(hints) } else { self.rebuild(db, sale).await }
+    }
+
+    /// Replaces the hints with PostgreSQL's current stock.
+    pub async fn rebuild(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, ApiError> {
+        let rows = db.shard_rows(&sale.sku).await?;
+        let mut items: Vec<(String, i64)> = rows.iter().map(|r| (r.shard.to_string(), r.remaining)).collect();
+        items.push((GENERATION.into(), sale.generation));
+        let key = Self::key(&sale.sku);
+        let _: () = redis::pipe().atomic().del(&key).hset_multiple(&key, &items).query_async(&mut self.redis.clone()).await?;
+        Ok(rows.iter().map(|r| r.remaining).collect())
+    }
+
+    /// Records the exact stock of one shard (just read from PostgreSQL).
+    pub async fn set(&self, sku: &Sku, shard: u32, remaining: i64) -> Result<(), ApiError> {
+        let _: () = self.redis.clone().hset(Self::key(sku), shard, remaining).await?;
+        Ok(())
+    }
+
+    /// Subtracts units just sold.
+    pub async fn take(&self, sku: &Sku, parts: &[(u32, u32)]) -> Result<(), ApiError> {
+        let key = Self::key(sku);
+        let mut pipe = redis::pipe();
+        for &(shard, take) in parts {
+            pipe.hincr(&key, shard, -i64::from(take)).ignore();
+        }
+        let _: () = pipe.query_async(&mut self.redis.clone()).await?;
+        Ok(())
+    }
+}
+
+impl Hints {
+    /// Whether Redis answers.
+    pub async fn ping(&self) -> bool {
+        redis::cmd("PING").query_async::<String>(&mut self.redis.clone()).await.is_ok()
+    }
+}

@@ -1,0 +1,139 @@
+//! Inventory: sales, their stock, and the purchase loop that every strategy plugs into.
+//!
+//! The loop: answer replays from the idempotency key; read the hints; plan the shards
+//! ([`planner`]); let the sale's strategy attempt the plan ([`strategies`]); on a short shard
+//! correct the hint, on a contended lock probe another shard, on a refused write retry; stop at
+//! the request deadline (`busy`). `sold_out` is answered only after PostgreSQL confirms that the
+//! total left is below the quantity.
+
+pub mod hints;
+pub mod planner;
+pub mod shard_locks;
+pub mod strategies;
+
+use std::time::{Duration, Instant};
+
+use hints::Hints;
+use planner::Planned;
+use shard_locks::ShardLocks;
+use strategies::{Attempt, BuyError, Ctx};
+
+use crate::{
+    domain::{OrderRequest, SaleSpec, Sku},
+    error::ApiError,
+    store::{Db, OrderRecord, Sale},
+};
+
+/// An order's outcome as the client sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purchase {
+    /// The order.
+    pub record: OrderRecord,
+    /// True when this answers a replayed idempotency key (no new order was made).
+    pub replayed: bool,
+}
+
+/// The service's core: owns PostgreSQL, the hints and the shard locks.
+pub struct Inventory {
+    ctx: Ctx,
+    hints: Hints,
+    deadline: Duration,
+}
+
+impl Inventory {
+    /// Assembles the inventory; `deadline` bounds each purchase.
+    pub fn new(db: Db, hints: Hints, locks: ShardLocks, deadline: Duration) -> Self {
+        Self { ctx: Ctx { db, locks }, hints, deadline }
+    }
+
+    /// PostgreSQL.
+    pub fn db(&self) -> &Db {
+        &self.ctx.db
+    }
+
+    /// The shard locks.
+    pub fn locks(&self) -> &ShardLocks {
+        &self.ctx.locks
+    }
+
+    /// The stock hints in Redis.
+    pub fn hints(&self) -> &Hints {
+        &self.hints
+    }
+
+    /// Creates or resets a sale and publishes fresh hints.
+    pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, ApiError> {
+        let sale = self.ctx.db.put_sale(sku, spec).await?;
+        self.hints.rebuild(&self.ctx.db, &sale).await?;
+        tracing::info!(%sku, total = spec.total, shards = spec.shards, strategy = %spec.strategy, "sale created");
+        Ok(sale)
+    }
+
+    /// The sale, or `unknown_sale`.
+    pub async fn sale(&self, sku: &Sku) -> Result<Sale, ApiError> {
+        self.ctx.db.sale(sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))
+    }
+
+    /// Sells `request` from `sale`, or explains why not.
+    #[tracing::instrument(skip_all, fields(sku = %sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
+    pub async fn buy(&self, sale: &Sale, request: &OrderRequest) -> Result<Purchase, ApiError> {
+        let db = &self.ctx.db;
+        if let Some(key) = &request.idempotency_key
+            && let Some(prior) = db.order_by_key(&sale.sku, key).await?
+        {
+            return replay(prior, request);
+        }
+        let deadline = Instant::now() + self.deadline;
+        let strategy = strategies::for_kind(sale.spec.strategy);
+        let quantity = request.quantity.get();
+        let start = rand::random_range(0..sale.spec.shards as usize);
+        let mut contended = Vec::new();
+        loop {
+            if Instant::now() >= deadline {
+                return Err(ApiError::Busy);
+            }
+            let hints = self.hints.read(db, sale).await?;
+            let plan = match planner::plan(&hints, quantity, &contended, start) {
+                Planned::Try(plan) => plan,
+                Planned::SoldOut => {
+                    if db.total_remaining(&sale.sku).await? < i64::from(quantity) {
+                        db.record_sold_out(&sale.sku, quantity).await?;
+                        return Err(ApiError::SoldOut);
+                    }
+                    // The hints were low (e.g. an unprotected strategy wrote past them).
+                    self.hints.rebuild(db, sale).await?;
+                    contended.clear();
+                    continue;
+                }
+            };
+            match strategy.attempt(&self.ctx, sale, request, &plan, deadline).await {
+                Ok(Attempt::Bought(record)) => {
+                    let taken: Vec<(u32, u32)> = plan.parts.iter().map(|p| (p.shard, p.take)).collect();
+                    if let Err(e) = self.hints.take(&sale.sku, &taken).await {
+                        tracing::debug!(error = %e, "hint update failed; the next read corrects it");
+                    }
+                    return Ok(Purchase { record, replayed: false });
+                }
+                Ok(Attempt::Short { shard, remaining }) => self.hints.set(&sale.sku, shard, remaining).await?,
+                Ok(Attempt::Contended(shard)) => contended.push(shard),
+                // A stale lease or a lost race: back off a little so the new holder finishes.
+                Ok(Attempt::Refused) => tokio::time::sleep(Duration::from_millis(rand::random_range(1..10))).await,
+                Err(BuyError::UserLimit) => return Err(ApiError::UserLimitReached),
+                Err(BuyError::DuplicateKey) => {
+                    let key = request.idempotency_key.as_deref().unwrap_or_default();
+                    let prior = db.order_by_key(&sale.sku, key).await?;
+                    return replay(prior.ok_or_else(|| ApiError::Internal("duplicate key without an order".into()))?, request);
+                }
+                Err(BuyError::Api(e)) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The answer to a replayed idempotency key: the original order, if the request matches it.
+fn replay(prior: OrderRecord, request: &OrderRequest) -> Result<Purchase, ApiError> {
+    if prior.user_id != request.user_id.as_str() || prior.quantity != request.quantity.get() {
+        return Err(ApiError::IdempotencyKeyReused);
+    }
+    Ok(Purchase { record: prior, replayed: true })
+}

@@ -1,0 +1,105 @@
+//! Choosing where an order's units come from, from the hints. Pure logic.
+//!
+//! 1. One shard that has enough, starting at a random shard so load spreads, skipping shards
+//!    whose lock was just found contended (probe before waiting).
+//! 2. If every shard with enough is contended: wait for one of them.
+//! 3. If no single shard has enough but together they do (the last units of a sale, scattered):
+//!    take from several shards, in ascending shard order, so concurrent gatherers lock in the
+//!    same order and cannot deadlock.
+//! 4. Otherwise the hints say sold out; the caller confirms with PostgreSQL.
+
+/// Units taken from one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// Shard index.
+    pub shard: u32,
+    /// Units taken from it.
+    pub take: u32,
+}
+
+/// Where an order's units come from; parts in ascending shard order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The shards and their shares.
+    pub parts: Vec<Part>,
+    /// Whether to wait for contended locks (otherwise: report contention and probe elsewhere).
+    pub wait: bool,
+}
+
+/// What the hints suggest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Planned {
+    /// Try this plan.
+    Try(Plan),
+    /// The hints add up to less than the quantity.
+    SoldOut,
+}
+
+/// Plans an order of `quantity` units given `hints` (remaining per shard), the shards found
+/// `contended` since the request started, and a random `start` shard.
+pub fn plan(hints: &[i64], quantity: u32, contended: &[u32], start: usize) -> Planned {
+    let n = hints.len();
+    let q = i64::from(quantity);
+    let enough = |shard: usize| hints[shard] >= q;
+    let rotation = (0..n).map(|i| (start + i) % n);
+    let single = |shard: usize, wait: bool| Planned::Try(Plan { parts: vec![Part { shard: shard as u32, take: quantity }], wait });
+    if let Some(shard) = rotation.clone().find(|&s| enough(s) && !contended.contains(&(s as u32))) {
+        return single(shard, false);
+    }
+    if let Some(shard) = rotation.clone().find(|&s| enough(s)) {
+        return single(shard, true);
+    }
+    if hints.iter().map(|&h| h.max(0)).sum::<i64>() < q {
+        return Planned::SoldOut;
+    }
+    let mut need = q;
+    let mut parts = Vec::new();
+    for (shard, &hint) in hints.iter().enumerate() {
+        if need == 0 {
+            break;
+        }
+        let take = hint.max(0).min(need);
+        if take > 0 {
+            parts.push(Part { shard: shard as u32, take: take as u32 });
+            need -= take;
+        }
+    }
+    Planned::Try(Plan { parts, wait: true })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(planned: Planned) -> Vec<(u32, u32)> {
+        match planned {
+            Planned::Try(plan) => plan.parts.iter().map(|p| (p.shard, p.take)).collect(),
+            Planned::SoldOut => vec![],
+        }
+    }
+
+    #[test]
+    fn picks_a_shard_with_enough_starting_at_random() {
+        assert_eq!(parts(plan(&[5, 5, 5], 2, &[], 1)), vec![(1, 2)]);
+        assert_eq!(parts(plan(&[5, 1, 5], 2, &[], 1)), vec![(2, 2)]);
+    }
+
+    #[test]
+    fn probes_uncontended_shards_before_waiting() {
+        assert_eq!(plan(&[5, 5], 1, &[0], 0), Planned::Try(Plan { parts: vec![Part { shard: 1, take: 1 }], wait: false }));
+        assert_eq!(plan(&[5, 5], 1, &[0, 1], 0), Planned::Try(Plan { parts: vec![Part { shard: 0, take: 1 }], wait: true }));
+    }
+
+    #[test]
+    fn gathers_the_last_units_from_several_shards_in_ascending_order() {
+        let planned = plan(&[0, 1, 0, 1, 1], 2, &[], 4);
+        assert_eq!(parts(planned.clone()), vec![(1, 1), (3, 1)]);
+        assert!(matches!(planned, Planned::Try(Plan { wait: true, .. })));
+    }
+
+    #[test]
+    fn sold_out_only_when_all_hints_together_fall_short() {
+        assert_eq!(plan(&[0, 1, 0], 2, &[], 0), Planned::SoldOut);
+        assert_eq!(plan(&[0, -3, 0], 1, &[], 0), Planned::SoldOut);
+    }
+}

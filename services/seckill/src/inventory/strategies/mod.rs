@@ -1,0 +1,124 @@
+//! The six ways a sale can protect its stock, behind one trait; the purchase loop
+//! (`inventory::Inventory::buy`) does not know which one runs. One file per strategy.
+
+mod db_atomic;
+mod db_optimistic;
+mod db_pessimistic;
+mod none;
+mod redis_lock;
+mod sharded_fenced;
+
+use std::{future::Future, pin::Pin, time::Instant};
+
+use super::{planner::Plan, shard_locks::ShardLocks};
+use crate::{
+    domain::{OrderRequest, StrategyKind},
+    error::ApiError,
+    store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, Sale, ShardRead},
+};
+
+/// What one attempt at a plan came to.
+#[derive(Debug)]
+pub enum Attempt {
+    /// Sold.
+    Bought(OrderRecord),
+    /// The shard had less than planned (the hint was high); this is what it has.
+    Short {
+        /// The shard.
+        shard: u32,
+        /// What it really has.
+        remaining: i64,
+    },
+    /// The shard's lock is held by someone else (probing plans only).
+    Contended(u32),
+    /// A fence or version refused the write; nothing was sold. Retry.
+    Refused,
+}
+
+/// Why an order cannot be completed at all.
+#[derive(Debug)]
+pub enum BuyError {
+    /// The per-user limit would be exceeded.
+    UserLimit,
+    /// A concurrent request with the same idempotency key won.
+    DuplicateKey,
+    /// Infrastructure or a bug.
+    Api(ApiError),
+}
+
+impl From<ApiError> for BuyError {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+/// What a strategy works with.
+pub struct Ctx {
+    /// PostgreSQL.
+    pub db: Db,
+    /// Redis shard locks.
+    pub locks: ShardLocks,
+}
+
+/// A boxed attempt future (the trait is used as `dyn`).
+pub type AttemptFuture<'a> = Pin<Box<dyn Future<Output = Result<Attempt, BuyError>> + Send + 'a>>;
+
+/// One way to protect a sale's stock.
+pub trait Strategy: Send + Sync {
+    /// Tries to sell `request` from the shards of `plan` before `deadline`.
+    fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, deadline: Instant)
+    -> AttemptFuture<'a>;
+}
+
+/// The strategy of a sale.
+pub fn for_kind(kind: StrategyKind) -> &'static dyn Strategy {
+    match kind {
+        StrategyKind::None => &none::NoLock,
+        StrategyKind::RedisLock => &redis_lock::RedisLock,
+        StrategyKind::ShardedFenced => &sharded_fenced::ShardedFenced,
+        StrategyKind::DbAtomic => &db_atomic::DbAtomic,
+        StrategyKind::DbPessimistic => &db_pessimistic::DbPessimistic,
+        StrategyKind::DbOptimistic => &db_optimistic::DbOptimistic,
+    }
+}
+
+/// The commit parts for `plan` given what was read from each shard, or the first shard that has
+/// too little.
+fn parts_after_reads(plan: &Plan, reads: &[ShardRead]) -> Result<Vec<CommitPart>, Attempt> {
+    plan.parts
+        .iter()
+        .zip(reads)
+        .map(|(part, read)| {
+            if read.remaining < i64::from(part.take) {
+                Err(Attempt::Short { shard: part.shard, remaining: read.remaining })
+            } else {
+                Ok(CommitPart { shard: part.shard, take: part.take, new_remaining: read.remaining - i64::from(part.take), guard: read.guard })
+            }
+        })
+        .collect()
+}
+
+/// Maps a commit outcome to an attempt.
+fn committed(result: Result<OrderRecord, CommitError>) -> Result<Attempt, BuyError> {
+    match result {
+        Ok(record) => Ok(Attempt::Bought(record)),
+        Err(CommitError::Refused) => Ok(Attempt::Refused),
+        Err(CommitError::UserLimit) => Err(BuyError::UserLimit),
+        Err(CommitError::DuplicateKey) => Err(BuyError::DuplicateKey),
+        Err(CommitError::Api(e)) => Err(BuyError::Api(e)),
+    }
+}
+
+/// The read-modify-write shared by `none` and `redis-lock`: plain reads, then a blind write of
+/// the values computed here. Unsafe without mutual exclusion; that is the point of `none`.
+async fn read_then_write(ctx: &Ctx, sale: &Sale, request: &OrderRequest, plan: &Plan) -> Result<Attempt, BuyError> {
+    let mut reads = Vec::with_capacity(plan.parts.len());
+    for part in &plan.parts {
+        reads.push(ctx.db.read_shard(&sale.sku, part.shard).await?);
+    }
+    let parts = match parts_after_reads(plan, &reads) {
+        Ok(parts) => parts,
+        Err(short) => return Ok(short),
+    };
+    committed(ctx.db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::None).await)
+}

@@ -1,0 +1,27 @@
+//! seckill: a reference flash-sale service. Stock is split over shards, each guarded by a Redis
+//! lock from [`lockkit`]; every write to PostgreSQL is fenced, so it never oversells, also when a
+//! lock holder pauses past its lease, Redis loses its data, or the network splits.
+//!
+//! # Layout
+//!
+//! | module | what lives there |
+//! |---|---|
+//! | [`config`] | settings: defaults, optional TOML file, environment; secrets never printed |
+//! | [`startup`] | [`Application`](startup::Application): connect, migrate, bind, run |
+//! | [`routes`] | HTTP handlers: parse into domain values, call the inventory |
+//! | [`domain`] | validated values: SKU, user id, quantity, sale spec, strategy |
+//! | [`inventory`] | the purchase loop, shard planning, stock hints, shard locks, strategies |
+//! | [`store`] | PostgreSQL: migrations, sales, shards, orders, audit |
+//! | [`error`] | every failure and its HTTP status, in one place |
+//! | [`telemetry`] | logs and the Prometheus recorder |
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod inventory;
+pub mod routes;
+pub mod startup;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,43 @@
+//! `POST /v1/sales/{sku}/orders`.
+
+use std::time::Instant;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use crate::{
+    domain::{OrderBody, OrderRequest, Sku},
+    error::ApiError,
+    inventory::Inventory,
+};
+
+/// Places an order; `201` new, `200` replay of an `Idempotency-Key`.
+pub(super) async fn create_order(
+    req: HttpRequest,
+    inventory: web::Data<Inventory>,
+    sku: web::Path<String>,
+    body: web::Json<OrderBody>,
+) -> Result<HttpResponse, ApiError> {
+    let started = Instant::now();
+    let result = place(&req, &inventory, &sku, body.into_inner()).await;
+    let outcome = match &result {
+        Ok(response) if response.status().as_u16() == 200 => "replayed",
+        Ok(_) => "accepted",
+        Err(e) => e.code(),
+    };
+    metrics::counter!("seckill_orders_total", "outcome" => outcome).increment(1);
+    metrics::histogram!("seckill_order_duration_seconds", "outcome" => outcome).record(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn place(req: &HttpRequest, inventory: &Inventory, sku: &str, body: OrderBody) -> Result<HttpResponse, ApiError> {
+    let sku = Sku::parse(sku).map_err(ApiError::InvalidRequest)?;
+    let key = match req.headers().get("Idempotency-Key") {
+        None => None,
+        Some(v) => Some(v.to_str().map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))?),
+    };
+    let sale = inventory.sale(&sku).await?;
+    let request = OrderRequest::parse(body, key, sale.spec.max_per_order).map_err(ApiError::InvalidRequest)?;
+    let purchase = inventory.buy(&sale, &request).await?;
+    let mut response = if purchase.replayed { HttpResponse::Ok() } else { HttpResponse::Created() };
+    Ok(response.json(purchase.record))
+}

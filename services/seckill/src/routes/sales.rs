@@ -1,0 +1,49 @@
+//! `PUT /v1/sales/{sku}` (admin) and `GET /v1/sales/{sku}`.
+
+use actix_web::{HttpResponse, web};
+use serde_json::json;
+
+use super::admin::Admin;
+use crate::{
+    domain::{SaleSpec, SaleSpecBody, Sku},
+    error::ApiError,
+    inventory::Inventory,
+};
+
+/// Creates or resets a sale.
+pub(super) async fn put_sale(
+    _: Admin,
+    inventory: web::Data<Inventory>,
+    sku: web::Path<String>,
+    body: web::Json<SaleSpecBody>,
+) -> Result<HttpResponse, ApiError> {
+    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
+    let spec = SaleSpec::parse(body.into_inner()).map_err(ApiError::InvalidRequest)?;
+    let sale = inventory.put_sale(&sku, &spec).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "sku": sale.sku.as_str(),
+        "total": spec.total,
+        "shards": spec.shards,
+        "per_user_limit": spec.per_user_limit,
+        "max_per_order": spec.max_per_order,
+        "strategy": spec.strategy.as_str(),
+    })))
+}
+
+/// The sale's stock, overall and per shard.
+pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
+    let sale = inventory.sale(&sku).await?;
+    let db = inventory.db();
+    let (audit, shards) = tokio::try_join!(db.audit(&sku), db.shard_rows(&sku))?;
+    let audit = audit.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
+    let shards: Vec<_> = shards.iter().map(|s| json!({"shard": s.shard, "remaining": s.remaining, "fence": s.fence})).collect();
+    Ok(HttpResponse::Ok().json(json!({
+        "sku": sku.as_str(),
+        "total": audit.total,
+        "sold": audit.sold,
+        "remaining": audit.remaining,
+        "strategy": sale.spec.strategy.as_str(),
+        "shards": shards,
+    })))
+}

@@ -1,0 +1,92 @@
+//! Building and running the application: connect to PostgreSQL (migrating it) and Redis, bind
+//! the listener (port 0 works), serve until stopped.
+
+use std::{net::TcpListener, time::Instant};
+
+use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
+use lockkit::LockClient;
+
+use crate::{
+    config::Settings,
+    error::ApiError,
+    inventory::{Inventory, hints::Hints, shard_locks::ShardLocks},
+    routes::{self, AdminToken},
+    store::Db,
+    telemetry,
+};
+
+/// A bound, not yet running, service instance.
+pub struct Application {
+    port: u16,
+    server: Server,
+    locks: LockClient,
+}
+
+impl Application {
+    /// Connects to the dependencies and binds `settings.listen`.
+    pub async fn build(settings: &Settings) -> Result<Self, ApiError> {
+        // Install the recorder before lockkit starts recording.
+        telemetry::prometheus();
+        let db = Db::connect(settings.database_url.expose(), settings.db_pool_size).await?;
+        let redis_url = settings.redis_url.expose();
+        let locks = LockClient::builder(redis_url).default_lease(settings.lock_lease).connect().await?;
+        let redis = redis::Client::open(redis_url).map_err(|_| ApiError::Internal("REDIS_URL is not a valid redis URL".into()))?;
+        let hints = Hints::new(redis::aio::ConnectionManager::new(redis).await?);
+        let inventory = web::Data::new(Inventory::new(db, hints, ShardLocks::new(locks.clone()), settings.request_deadline));
+        let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
+        let listener = TcpListener::bind(settings.listen).map_err(|e| ApiError::Internal(format!("bind {}: {e}", settings.listen)))?;
+        let port = listener.local_addr().map_err(|e| ApiError::Internal(e.to_string()))?.port();
+        let workers = if settings.workers == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { settings.workers };
+        let server = HttpServer::new(move || {
+            App::new()
+                .wrap(from_fn(record_request))
+                .app_data(inventory.clone())
+                .app_data(admin.clone())
+                .configure(routes::configure)
+        })
+        .workers(workers)
+        .shutdown_timeout(10)
+        .listen(listener)
+        .map_err(|e| ApiError::Internal(format!("listen: {e}")))?
+        .run();
+        tracing::info!(port, workers, "seckill listening");
+        Ok(Self { port, server, locks })
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A handle to stop the server gracefully (drains in-flight requests).
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until stopped (SIGINT/SIGTERM or [`handle`](Self::handle)); in-flight requests
+    /// finish and release their shard locks first.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await?;
+        let leftover = self.locks.held_leases();
+        if leftover > 0 {
+            tracing::warn!(leftover, "shard locks still held at shutdown; they expire with their lease");
+        }
+        tracing::info!("seckill stopped");
+        Ok(())
+    }
+}
+
+/// Counts requests by matched route (bounded labels: the pattern, never the raw path).
+async fn record_request(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let started = Instant::now();
+    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let response = next.call(req).await?;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("seckill_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
+    metrics::histogram!("seckill_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
+    Ok(response)
+}

@@ -1,0 +1,60 @@
+//! PostgreSQL: the source of truth. Connections, migrations, and one file per table family.
+//! Every write that protects stock goes through the `seckill_commit` function (see the
+//! migration), so an order is all-or-nothing in one round trip.
+
+mod audit;
+mod migrate;
+mod orders;
+mod sales;
+mod shards;
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+pub use audit::Audit;
+pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord};
+pub(crate) use orders::commit_order_on;
+pub(crate) use shards::lock_shards_for_update;
+pub use sales::{Sale, ShardRow};
+pub use shards::ShardRead;
+
+use crate::error::ApiError;
+
+/// A pool of PostgreSQL connections with the seckill queries on it.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool,
+}
+
+impl Db {
+    /// Connects (lazily) with at most `size` connections and applies pending migrations.
+    pub async fn connect(url: &str, size: usize) -> Result<Self, ApiError> {
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|_| ApiError::Internal("DATABASE_URL is not a valid postgres URL".into()))?;
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(2)))
+            .create_timeout(Some(Duration::from_secs(2)))
+            .build()
+            .map_err(|e| ApiError::Internal(format!("database pool: {e}")))?;
+        let db = Self { pool };
+        migrate::apply(&mut *db.client().await?).await?;
+        Ok(db)
+    }
+
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, ApiError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// Whether PostgreSQL answers a trivial query.
+    pub async fn ping(&self) -> bool {
+        match self.client().await {
+            Ok(client) => client.simple_query("SELECT 1").await.is_ok(),
+            Err(_) => false,
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Orders: committing one (all or nothing, through `seckill_commit`) and finding one by its
+//! idempotency key.
+
+use serde::Serialize;
+use deadpool_postgres::GenericClient;
+use tokio_postgres::error::SqlState;
+
+use super::Db;
+use crate::{
+    domain::{OrderRequest, Sku},
+    error::ApiError,
+};
+
+/// An accepted order, as answered to the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OrderRecord {
+    /// Order id.
+    pub order_id: i64,
+    /// The sale.
+    pub sku: String,
+    /// The buyer.
+    pub user_id: String,
+    /// Units bought.
+    pub quantity: u32,
+    /// The (first) shard the units came from.
+    pub shard: u32,
+    /// The fence under which it was written (0 for unfenced strategies).
+    pub fence: i64,
+}
+
+/// How the commit guards each shard write (see `seckill_commit` in the migration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitGuard {
+    /// Write only where the shard's fence still equals ours (after a claim).
+    Fence,
+    /// Write only where the version is unchanged (optimistic).
+    Version,
+    /// Decrement only where enough stock remains (no prior read).
+    Atomic,
+    /// Write blindly.
+    None,
+}
+
+impl CommitGuard {
+    fn as_sql(self) -> &'static str {
+        match self {
+            Self::Fence => "fence",
+            Self::Version => "version",
+            Self::Atomic => "atomic",
+            Self::None => "none",
+        }
+    }
+}
+
+/// One shard's share of an order, with what the commit needs for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitPart {
+    /// Shard index.
+    pub shard: u32,
+    /// Units taken from it.
+    pub take: u32,
+    /// Stock left after this order, as computed by the caller (ignored by `Atomic`).
+    pub new_remaining: i64,
+    /// Fence or version to guard with (ignored by `Atomic` and `None`).
+    pub guard: i64,
+}
+
+/// Why a commit did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// A shard refused the write: stale fence, moved version, or (atomic) too little stock.
+    #[error("a shard refused the write")]
+    Refused,
+    /// The per-user limit would be exceeded.
+    #[error("per-user limit reached")]
+    UserLimit,
+    /// The idempotency key is already taken (by a concurrent request with the same key).
+    #[error("idempotency key already used")]
+    DuplicateKey,
+    /// Anything else.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+impl From<tokio_postgres::Error> for CommitError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.code().map(SqlState::code) {
+            Some("SK001") => Self::Refused,
+            Some("SK002") => Self::UserLimit,
+            Some("23505") => Self::DuplicateKey,
+            _ => Self::Api(e.into()),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for CommitError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
+impl Db {
+    /// Commits an order on a pooled connection.
+    pub async fn commit_order(
+        &self,
+        sku: &Sku,
+        request: &OrderRequest,
+        per_user_limit: u32,
+        parts: &[CommitPart],
+        guard: CommitGuard,
+    ) -> Result<OrderRecord, CommitError> {
+        let client = self.client().await?;
+        commit_order_on(&client, sku, request, per_user_limit, parts, guard).await
+    }
+
+    /// The order stored under `key` for this sale, with its user and quantity.
+    pub async fn order_by_key(&self, sku: &Sku, key: &str) -> Result<Option<OrderRecord>, ApiError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT id, user_id, quantity, shard, fence FROM orders WHERE sku = $1 AND idempotency_key = $2",
+                &[&sku.as_str(), &key],
+            )
+            .await?;
+        Ok(row.map(|r| OrderRecord {
+            order_id: r.get(0),
+            sku: sku.to_string(),
+            user_id: r.get(1),
+            quantity: r.get::<_, i32>(2) as u32,
+            shard: r.get::<_, i32>(3) as u32,
+            fence: r.get(4),
+        }))
+    }
+}
+
+/// Commits an order on `client` (a pooled connection, or a transaction the caller holds).
+pub(crate) async fn commit_order_on(
+    client: &impl GenericClient,
+    sku: &Sku,
+    request: &OrderRequest,
+    per_user_limit: u32,
+    parts: &[CommitPart],
+    guard: CommitGuard,
+) -> Result<OrderRecord, CommitError> {
+    let shards: Vec<i32> = parts.iter().map(|p| p.shard as i32).collect();
+    let takes: Vec<i32> = parts.iter().map(|p| p.take as i32).collect();
+    let new_remaining: Vec<i32> = parts.iter().map(|p| p.new_remaining as i32).collect();
+    let guards: Vec<i64> = parts.iter().map(|p| p.guard).collect();
+    let row = client
+        .query_one(
+            "SELECT order_id FROM seckill_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &sku.as_str(),
+                &request.user_id.as_str(),
+                &(request.quantity.get() as i32),
+                &request.idempotency_key,
+                &(per_user_limit as i32),
+                &shards,
+                &takes,
+                &new_remaining,
+                &guard.as_sql(),
+                &guards,
+            ],
+        )
+        .await?;
+    Ok(OrderRecord {
+        order_id: row.get(0),
+        sku: sku.to_string(),
+        user_id: request.user_id.to_string(),
+        quantity: request.quantity.get(),
+        shard: parts[0].shard,
+        fence: if guard == CommitGuard::Fence { parts[0].guard } else { 0 },
+    })
+}

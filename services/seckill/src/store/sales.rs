@@ -1,0 +1,131 @@
+//! The `sales` and `shards` rows: creating or resetting a sale, reading it back.
+
+use tokio_postgres::Row;
+
+use super::Db;
+use crate::{
+    domain::{SaleSpec, Sku},
+    error::ApiError,
+};
+
+/// A sale as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sale {
+    /// Its SKU.
+    pub sku: Sku,
+    /// Its definition.
+    pub spec: SaleSpec,
+    /// Changes with every create/reset.
+    pub generation: i64,
+}
+
+/// One shard's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardRow {
+    /// Shard index, from 0.
+    pub shard: u32,
+    /// Units left.
+    pub remaining: i64,
+    /// Highest fence accepted.
+    pub fence: i64,
+}
+
+impl Db {
+    /// Creates the sale, or resets it: its orders and per-user counts are wiped and the stock
+    /// restored. Shard fences are kept, so tokens granted before the reset stay refused.
+    pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, ApiError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let generation: i64 = rand::random::<i64>().abs();
+        let stock: Vec<i32> = spec.shard_stock().into_iter().map(|s| s as i32).collect();
+        // Serialise concurrent resets of the same sale.
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&sku.as_str()]).await?;
+        tx.execute(
+            "INSERT INTO sales (sku, total, shard_count, per_user_limit, max_per_order, strategy, generation)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (sku) DO UPDATE SET total = $2, shard_count = $3, per_user_limit = $4, max_per_order = $5,
+                 strategy = $6, generation = $7, fence_rejections = 0, min_refused_quantity = NULL, created_at = now()",
+            &[
+                &sku.as_str(),
+                &(spec.total as i32),
+                &(spec.shards as i32),
+                &(spec.per_user_limit as i32),
+                &(spec.max_per_order as i32),
+                &spec.strategy.as_str(),
+                &generation,
+            ],
+        )
+        .await?;
+        tx.execute("DELETE FROM orders WHERE sku = $1", &[&sku.as_str()]).await?;
+        tx.execute("DELETE FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
+        tx.execute("DELETE FROM shards WHERE sku = $1 AND shard >= $2", &[&sku.as_str(), &(spec.shards as i32)]).await?;
+        tx.execute(
+            "INSERT INTO shards (sku, shard, initial, remaining)
+             SELECT $1, s - 1, stock, stock FROM unnest($2::int[]) WITH ORDINALITY AS x(stock, s)
+             ON CONFLICT (sku, shard) DO UPDATE SET initial = EXCLUDED.initial, remaining = EXCLUDED.remaining",
+            &[&sku.as_str(), &stock],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Sale { sku: sku.clone(), spec: spec.clone(), generation })
+    }
+
+    /// The sale, if it exists.
+    pub async fn sale(&self, sku: &Sku) -> Result<Option<Sale>, ApiError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT total, shard_count, per_user_limit, max_per_order, strategy, generation FROM sales WHERE sku = $1",
+                &[&sku.as_str()],
+            )
+            .await?;
+        row.map(|row| sale_from_row(sku, &row)).transpose()
+    }
+
+    /// Every shard of the sale, in shard order.
+    pub async fn shard_rows(&self, sku: &Sku) -> Result<Vec<ShardRow>, ApiError> {
+        let client = self.client().await?;
+        let rows = client
+            .query("SELECT shard, remaining, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| ShardRow { shard: r.get::<_, i32>(0) as u32, remaining: i64::from(r.get::<_, i32>(1)), fence: r.get(2) })
+            .collect())
+    }
+
+    /// Counts a claim or write refused by a fence (a stale lock holder).
+    pub async fn record_fence_rejection(&self, sku: &Sku) -> Result<(), ApiError> {
+        let client = self.client().await?;
+        client.execute("UPDATE sales SET fence_rejections = fence_rejections + 1 WHERE sku = $1", &[&sku.as_str()]).await?;
+        Ok(())
+    }
+
+    /// Remembers that an order of `quantity` was refused as sold out (for the `stranded` audit).
+    pub async fn record_sold_out(&self, sku: &Sku, quantity: u32) -> Result<(), ApiError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE sales SET min_refused_quantity = LEAST(COALESCE(min_refused_quantity, $2), $2) WHERE sku = $1",
+                &[&sku.as_str(), &(quantity as i32)],
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+fn sale_from_row(sku: &Sku, row: &Row) -> Result<Sale, ApiError> {
+    let strategy: String = row.get(4);
+    let count = |i: usize| row.get::<_, i32>(i) as u32;
+    Ok(Sale {
+        sku: sku.clone(),
+        spec: SaleSpec {
+            total: count(0),
+            shards: count(1),
+            per_user_limit: count(2),
+            max_per_order: count(3),
+            strategy: strategy.parse().map_err(ApiError::Internal)?,
+        },
+        generation: row.get(5),
+    })
+}

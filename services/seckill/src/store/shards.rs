@@ -1,0 +1,80 @@
+//! Reading one shard's stock, in the ways the strategies need: plainly, by claiming it with a
+//! fence, with its version, or locked `FOR UPDATE` inside a transaction.
+
+use deadpool_postgres::GenericClient;
+
+use super::Db;
+use crate::{domain::Sku, error::ApiError};
+
+/// What a read of a shard returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardRead {
+    /// Units left.
+    pub remaining: i64,
+    /// The value the commit must guard with (fence, version), or 0.
+    pub guard: i64,
+}
+
+impl Db {
+    /// The shard's stock, unprotected.
+    pub async fn read_shard(&self, sku: &Sku, shard: u32) -> Result<ShardRead, ApiError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)])
+            .await?;
+        Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: 0 })
+    }
+
+    /// Claims the shard for `fence` (accepted only if no larger fence was seen) and reads it.
+    /// `None`: a newer fence owns the shard; the caller's lease was lost.
+    pub async fn claim_shard(&self, sku: &Sku, shard: u32, fence: i64) -> Result<Option<ShardRead>, ApiError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "UPDATE shards SET fence = $3 WHERE sku = $1 AND shard = $2 AND fence <= $3 RETURNING remaining",
+                &[&sku.as_str(), &(shard as i32), &fence],
+            )
+            .await?;
+        Ok(row.map(|r| ShardRead { remaining: i64::from(r.get::<_, i32>(0)), guard: fence }))
+    }
+
+    /// The highest fence the shard has accepted.
+    pub async fn shard_fence(&self, sku: &Sku, shard: u32) -> Result<i64, ApiError> {
+        let client = self.client().await?;
+        let row =
+            client.query_one("SELECT fence FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
+        Ok(row.get(0))
+    }
+
+    /// The shard's stock and version, for a compare-and-set.
+    pub async fn read_shard_versioned(&self, sku: &Sku, shard: u32) -> Result<ShardRead, ApiError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT remaining, version FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)])
+            .await?;
+        Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: row.get(1) })
+    }
+
+    /// Total units left over all shards of the sale: the authority for `sold_out`.
+    pub async fn total_remaining(&self, sku: &Sku) -> Result<i64, ApiError> {
+        let client = self.client().await?;
+        let row = client.query_one("SELECT COALESCE(SUM(remaining), 0)::bigint FROM shards WHERE sku = $1", &[&sku.as_str()]).await?;
+        Ok(row.get(0))
+    }
+}
+
+/// Locks the shards `FOR UPDATE` (in ascending order, so concurrent transactions cannot deadlock)
+/// within the caller's transaction and reads them.
+pub(crate) async fn lock_shards_for_update(
+    tx: &impl GenericClient,
+    sku: &Sku,
+    shards: &[i32],
+) -> Result<Vec<ShardRead>, ApiError> {
+    let rows = tx
+        .query(
+            "SELECT shard, remaining FROM shards WHERE sku = $1 AND shard = ANY($2) ORDER BY shard FOR UPDATE",
+            &[&sku.as_str(), &shards],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| ShardRead { remaining: i64::from(r.get::<_, i32>(1)), guard: 0 }).collect())
+}

@@ -1,0 +1,38 @@
+use reqwest::StatusCode;
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn healthz_and_readyz_answer_when_dependencies_are_up() {
+    let app = spawn_app().await;
+
+    let (health, _) = app.get_json("/healthz").await;
+    let (ready, body) = app.get_json("/readyz").await;
+
+    assert_eq!(health, StatusCode::OK);
+    assert_eq!(ready, StatusCode::OK);
+    assert_eq!(body["postgres"], "ok");
+    assert_eq!(body["redis"], "ok");
+}
+
+#[tokio::test]
+async fn metrics_expose_service_and_lockkit_series() {
+    let app = spawn_app().await;
+    let sku = app.create_sale(crate::helpers::sale_body(10, 2, "sharded-fenced")).await;
+    assert_eq!(app.order(&sku, "metrics-user", 1, None).await.status(), StatusCode::CREATED);
+
+    let text = app.http.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+
+    assert!(text.contains("seckill_orders_total"), "{text}");
+    assert!(text.contains("lockkit_acquire_attempts_total"));
+    assert!(text.contains("seckill_order_duration_seconds_bucket"), "histograms have buckets");
+}
+
+#[tokio::test]
+async fn unknown_routes_are_a_json_404() {
+    let app = spawn_app().await;
+
+    let response = app.http.get(format!("{}/v2/nothing", app.address)).send().await.unwrap();
+
+    crate::helpers::assert_error(response, StatusCode::NOT_FOUND, "not_found").await;
+}

@@ -1,0 +1,109 @@
+//! `spawn_app()`: a real service instance on a random port, and typed request helpers.
+
+use actix_web::dev::ServerHandle;
+use reqwest::{Response, StatusCode};
+use seckill::{config::Settings, startup::Application};
+use serde_json::{Value, json};
+
+pub(crate) const ADMIN_TOKEN: &str = "test-admin-token";
+
+pub(crate) struct TestApp {
+    pub(crate) address: String,
+    pub(crate) http: reqwest::Client,
+    handle: ServerHandle,
+}
+
+/// Settings from the environment (`REDIS_URL`, `DATABASE_URL`), on a random port.
+pub(crate) fn test_settings() -> Settings {
+    let mut settings = Settings::default().with_env(|name| std::env::var(name).ok()).expect("valid test environment");
+    settings.listen = "127.0.0.1:0".parse().unwrap();
+    settings.admin_token = seckill::config::Secret::new(ADMIN_TOKEN);
+    settings.workers = 2;
+    settings.db_pool_size = 12;
+    settings
+}
+
+pub(crate) async fn spawn_app() -> TestApp {
+    spawn_app_with(test_settings()).await
+}
+
+pub(crate) async fn spawn_app_with(settings: Settings) -> TestApp {
+    if std::env::var_os("TEST_LOG").is_some() {
+        seckill::telemetry::init_tracing();
+    }
+    let app = Application::build(&settings).await.expect("the service starts against `make services`");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
+    TestApp { address, http: reqwest::Client::new(), handle }
+}
+
+/// A SKU no other test uses.
+pub(crate) fn unique_sku(label: &str) -> String {
+    format!("{label}-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff)
+}
+
+pub(crate) fn sale_body(total: u32, shards: u32, strategy: &str) -> Value {
+    json!({"total": total, "shards": shards, "per_user_limit": 2, "max_per_order": 2, "strategy": strategy})
+}
+
+impl TestApp {
+    pub(crate) async fn put_sale(&self, sku: &str, body: &Value) -> Response {
+        self.http
+            .put(format!("{}/v1/sales/{sku}", self.address))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Creates a fresh sale and returns its SKU.
+    pub(crate) async fn create_sale(&self, body: Value) -> String {
+        let sku = unique_sku("sale");
+        let response = self.put_sale(&sku, &body).await;
+        assert_eq!(response.status(), StatusCode::OK, "{}", response.text().await.unwrap());
+        sku
+    }
+
+    pub(crate) async fn order(&self, sku: &str, user: &str, quantity: i64, key: Option<&str>) -> Response {
+        let mut request = self.http.post(format!("{}/v1/sales/{sku}/orders", self.address)).json(&json!({"user_id": user, "quantity": quantity}));
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request.send().await.unwrap()
+    }
+
+    pub(crate) async fn get_json(&self, path: &str) -> (StatusCode, Value) {
+        let response = self.http.get(format!("{}{path}", self.address)).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub(crate) async fn audit(&self, sku: &str) -> Value {
+        let (status, body) = self.get_json(&format!("/v1/sales/{sku}/audit")).await;
+        assert_eq!(status, StatusCode::OK);
+        body
+    }
+
+    pub(crate) async fn stop(&self) {
+        self.handle.stop(true).await;
+    }
+}
+
+/// Asserts an error response's status and code.
+pub(crate) async fn assert_error(response: Response, status: StatusCode, code: &str) -> Value {
+    assert_eq!(response.status(), status);
+    let body: Value = response.json().await.expect("errors have a JSON body");
+    assert_eq!(body["error"], code, "{body}");
+    assert!(body["message"].is_string());
+    body
+}
+
+/// A direct PostgreSQL connection, for what only the database can tell.
+pub(crate) async fn db() -> tokio_postgres::Client {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://seckill@127.0.0.1:5440/seckill".into());
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}

@@ -1,0 +1,11 @@
+//! seckill's HTTP API against real Redis and PostgreSQL (`make services`), one test binary.
+//! Set `TEST_LOG=1` to see the service's logs.
+
+mod helpers;
+
+mod concurrency;
+mod fencing;
+mod health;
+mod openapi;
+mod orders;
+mod sales;
