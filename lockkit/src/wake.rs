@@ -23,8 +23,9 @@ use tokio::sync::{Notify, mpsc, oneshot};
 /// Waiters of one channel in this process.
 #[derive(Debug, Default)]
 struct Channel {
-    /// Woken (all waiters) when the channel publishes, and when the connection drops or returns,
-    /// so waiters re-check instead of sleeping on a signal that may never come.
+    /// A release wakes one local waiter (first come, first served): only one can win the lock,
+    /// so waking all of them would turn every release into a burst of doomed attempts. When the
+    /// connection drops or returns, all waiters are woken to re-check.
     notify: Arc<Notify>,
     waiters: usize,
 }
@@ -158,7 +159,7 @@ async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::Unb
                         message = messages.next() => match message {
                             Some(message) => {
                                 if let Some(channel) = shared.channels.lock().unwrap().get(message.get_channel_name()) {
-                                    channel.notify.notify_waiters();
+                                    channel.notify.notify_one();
                                 }
                             }
                             None => break,

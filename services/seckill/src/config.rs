@@ -50,6 +50,9 @@ pub struct Settings {
     pub db_pool_size: usize,
     /// HTTP worker threads (`SECKILL_WORKERS`); 0 means one per CPU.
     pub workers: usize,
+    /// Purchases processed at once per instance (`SECKILL_MAX_IN_FLIGHT`); more wait, up to their
+    /// deadline, then get `503 busy`.
+    pub max_in_flight: usize,
 }
 
 impl Default for Settings {
@@ -63,6 +66,7 @@ impl Default for Settings {
             lock_lease: Duration::from_secs(5),
             db_pool_size: 16,
             workers: 0,
+            max_in_flight: 256,
         }
     }
 }
@@ -117,7 +121,10 @@ impl Settings {
         if let Some(v) = var("SECKILL_WORKERS") {
             self.workers = parse("SECKILL_WORKERS", &v)?;
         }
-        if self.lock_lease < Duration::from_millis(100) || self.request_deadline.is_zero() || self.db_pool_size == 0 {
+        if let Some(v) = var("SECKILL_MAX_IN_FLIGHT") {
+            self.max_in_flight = parse("SECKILL_MAX_IN_FLIGHT", &v)?;
+        }
+        if self.lock_lease < Duration::from_millis(100) || self.request_deadline.is_zero() || self.db_pool_size == 0 || self.max_in_flight == 0 {
             return Err(ConfigError("lock lease must be >= 100 ms, deadline and pool size positive".into()));
         }
         Ok(self)

@@ -32,7 +32,7 @@ impl Application {
         let locks = LockClient::builder(redis_url).default_lease(settings.lock_lease).connect().await?;
         let redis = redis::Client::open(redis_url).map_err(|_| ApiError::Internal("REDIS_URL is not a valid redis URL".into()))?;
         let hints = Hints::new(redis::aio::ConnectionManager::new(redis).await?);
-        let inventory = web::Data::new(Inventory::new(db, hints, ShardLocks::new(locks.clone()), settings.request_deadline));
+        let inventory = web::Data::new(Inventory::new(db, hints, ShardLocks::new(locks.clone()), settings.request_deadline, settings.max_in_flight));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
         let listener = TcpListener::bind(settings.listen).map_err(|e| ApiError::Internal(format!("bind {}: {e}", settings.listen)))?;
         let port = listener.local_addr().map_err(|e| ApiError::Internal(e.to_string()))?.port();

@@ -30,6 +30,12 @@ impl Hints {
         format!("seckill:{{{sku}}}:hints")
     }
 
+    /// The generation of the sale the hints were built for; `None` if there are none (new sale,
+    /// or Redis lost its data).
+    pub async fn generation(&self, sku: &Sku) -> Result<Option<i64>, ApiError> {
+        Ok(self.redis.clone().hget(Self::key(sku), GENERATION).await?)
+    }
+
     /// Remaining stock per shard for `sale`, rebuilt from PostgreSQL when missing or outdated.
     pub async fn read(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, ApiError> {
         let fields: Vec<(String, i64)> = self.redis.clone().hgetall(Self::key(&sale.sku)).await?;

@@ -11,7 +11,11 @@ pub mod planner;
 pub mod shard_locks;
 pub mod strategies;
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
 use hints::Hints;
 use planner::Planned;
@@ -38,12 +42,25 @@ pub struct Inventory {
     ctx: Ctx,
     hints: Hints,
     deadline: Duration,
+    /// Sales by SKU as last loaded; valid while the hints carry the same generation (every
+    /// create/reset changes it), so a request costs no PostgreSQL round trip to look its sale up.
+    sales: Mutex<HashMap<Sku, Sale>>,
+    /// Bounds purchases in progress: past it, requests wait (up to their deadline) here instead of
+    /// piling onto the locks and connection pools, and the excess gets a clean `503 busy`.
+    admission: tokio::sync::Semaphore,
 }
 
 impl Inventory {
-    /// Assembles the inventory; `deadline` bounds each purchase.
-    pub fn new(db: Db, hints: Hints, locks: ShardLocks, deadline: Duration) -> Self {
-        Self { ctx: Ctx { db, locks }, hints, deadline }
+    /// Assembles the inventory; `deadline` bounds each purchase, `max_in_flight` how many run at
+    /// once.
+    pub fn new(db: Db, hints: Hints, locks: ShardLocks, deadline: Duration, max_in_flight: usize) -> Self {
+        Self {
+            ctx: Ctx { db, locks },
+            hints,
+            deadline,
+            sales: Mutex::default(),
+            admission: tokio::sync::Semaphore::new(max_in_flight),
+        }
     }
 
     /// PostgreSQL.
@@ -69,21 +86,32 @@ impl Inventory {
         Ok(sale)
     }
 
-    /// The sale, or `unknown_sale`.
+    /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
     pub async fn sale(&self, sku: &Sku) -> Result<Sale, ApiError> {
-        self.ctx.db.sale(sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))
+        let generation = self.hints.generation(sku).await?;
+        if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|s| Some(s.generation) == generation) {
+            return Ok(cached.clone());
+        }
+        let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
+        if generation != Some(sale.generation) {
+            // New sale to this instance, a reset, or Redis lost its data: republish the hints.
+            self.hints.rebuild(&self.ctx.db, &sale).await?;
+        }
+        self.sales.lock().unwrap().insert(sku.clone(), sale.clone());
+        Ok(sale)
     }
 
     /// Sells `request` from `sale`, or explains why not.
     #[tracing::instrument(skip_all, fields(sku = %sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
     pub async fn buy(&self, sale: &Sale, request: &OrderRequest) -> Result<Purchase, ApiError> {
+        let deadline = Instant::now() + self.deadline;
+        let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| ApiError::Busy)?;
         let db = &self.ctx.db;
         if let Some(key) = &request.idempotency_key
             && let Some(prior) = db.order_by_key(&sale.sku, key).await?
         {
             return replay(prior, request);
         }
-        let deadline = Instant::now() + self.deadline;
         let strategy = strategies::for_kind(sale.spec.strategy);
         let quantity = request.quantity.get();
         let start = rand::random_range(0..sale.spec.shards as usize);

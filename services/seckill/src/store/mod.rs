@@ -22,28 +22,40 @@ pub use shards::ShardRead;
 
 use crate::error::ApiError;
 
-/// A pool of PostgreSQL connections with the seckill queries on it.
+/// PostgreSQL connections with the seckill queries on them.
 #[derive(Clone)]
 pub struct Db {
+    /// Where this handle's queries run: the general pool, or the critical one.
     pool: Pool,
+    /// Reserved for work done under a shard lock, so a lock holder never queues behind requests
+    /// that hold no lock: under load that convoy would stretch every lock's hold time.
+    critical: Pool,
 }
 
 impl Db {
-    /// Connects (lazily) with at most `size` connections and applies pending migrations.
+    /// Connects (lazily) with two pools of at most `size` connections each, the general one and
+    /// the one for critical sections, and applies pending migrations.
     pub async fn connect(url: &str, size: usize) -> Result<Self, ApiError> {
         let config: tokio_postgres::Config =
             url.parse().map_err(|_| ApiError::Internal("DATABASE_URL is not a valid postgres URL".into()))?;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let pool = Pool::builder(manager)
-            .max_size(size)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(2)))
-            .create_timeout(Some(Duration::from_secs(2)))
-            .build()
-            .map_err(|e| ApiError::Internal(format!("database pool: {e}")))?;
-        let db = Self { pool };
+        let pool = || {
+            let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+            Pool::builder(manager)
+                .max_size(size)
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(Duration::from_secs(2)))
+                .create_timeout(Some(Duration::from_secs(2)))
+                .build()
+                .map_err(|e| ApiError::Internal(format!("database pool: {e}")))
+        };
+        let db = Self { pool: pool()?, critical: pool()? };
         migrate::apply(&mut *db.client().await?).await?;
         Ok(db)
+    }
+
+    /// A handle whose queries use the connections reserved for lock holders.
+    pub fn critical_section(&self) -> Db {
+        Self { pool: self.critical.clone(), critical: self.critical.clone() }
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, ApiError> {

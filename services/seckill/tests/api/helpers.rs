@@ -19,7 +19,7 @@ pub(crate) fn test_settings() -> Settings {
     settings.listen = "127.0.0.1:0".parse().unwrap();
     settings.admin_token = seckill::config::Secret::new(ADMIN_TOKEN);
     settings.workers = 2;
-    settings.db_pool_size = 12;
+    settings.db_pool_size = 8;
     settings
 }
 

@@ -111,14 +111,14 @@ fn committed(result: Result<OrderRecord, CommitError>) -> Result<Attempt, BuyErr
 
 /// The read-modify-write shared by `none` and `redis-lock`: plain reads, then a blind write of
 /// the values computed here. Unsafe without mutual exclusion; that is the point of `none`.
-async fn read_then_write(ctx: &Ctx, sale: &Sale, request: &OrderRequest, plan: &Plan) -> Result<Attempt, BuyError> {
+async fn read_then_write(db: &Db, sale: &Sale, request: &OrderRequest, plan: &Plan) -> Result<Attempt, BuyError> {
     let mut reads = Vec::with_capacity(plan.parts.len());
     for part in &plan.parts {
-        reads.push(ctx.db.read_shard(&sale.sku, part.shard).await?);
+        reads.push(db.read_shard(&sale.sku, part.shard).await?);
     }
     let parts = match parts_after_reads(plan, &reads) {
         Ok(parts) => parts,
         Err(short) => return Ok(short),
     };
-    committed(ctx.db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::None).await)
+    committed(db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::None).await)
 }

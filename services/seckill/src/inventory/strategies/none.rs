@@ -10,6 +10,6 @@ pub(super) struct NoLock;
 
 impl Strategy for NoLock {
     fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, _: Instant) -> AttemptFuture<'a> {
-        Box::pin(read_then_write(ctx, sale, request, plan))
+        Box::pin(read_then_write(&ctx.db, sale, request, plan))
     }
 }

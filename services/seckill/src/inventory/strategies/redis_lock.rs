@@ -18,7 +18,7 @@ impl Strategy for RedisLock {
             };
             // The best a lock without fencing can do: check the lease before writing. There is
             // still a window between this check and the write.
-            let attempt = if held.any_lost() { Ok(Attempt::Refused) } else { read_then_write(ctx, sale, request, plan).await };
+            let attempt = if held.any_lost() { Ok(Attempt::Refused) } else { read_then_write(&ctx.db.critical_section(), sale, request, plan).await };
             held.release().await;
             attempt
         })

@@ -43,12 +43,13 @@ async fn claim_and_commit(
     plan: &Plan,
     held: &crate::inventory::shard_locks::HeldShards,
 ) -> Result<Attempt, BuyError> {
+    let db = ctx.db.critical_section();
     let mut reads = Vec::with_capacity(plan.parts.len());
     for (i, part) in plan.parts.iter().enumerate() {
-        match ctx.db.claim_shard(&sale.sku, part.shard, held.fence(i)).await? {
+        match db.claim_shard(&sale.sku, part.shard, held.fence(i)).await? {
             Some(read) => reads.push(read),
             None => {
-                ctx.locks.reseed_from_store(&ctx.db, &sale.sku, part.shard).await?;
+                ctx.locks.reseed_from_store(&db, &sale.sku, part.shard).await?;
                 return Ok(Attempt::Refused);
             }
         }
@@ -57,5 +58,5 @@ async fn claim_and_commit(
         Ok(parts) => parts,
         Err(short) => return Ok(short),
     };
-    committed(ctx.db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::Fence).await)
+    committed(db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::Fence).await)
 }
