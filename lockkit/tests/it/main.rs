@@ -7,6 +7,7 @@ mod cancel;
 mod fencing;
 mod interop;
 mod lease;
+mod lockctl;
 mod mutual_exclusion;
 mod operations;
 mod waiting;

@@ -64,3 +64,40 @@ async fn a_malformed_url_is_a_configuration_error() {
 
     assert_eq!(err.kind(), ErrorKind::Config);
 }
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_the_script_cache_is_flushed() {
+    let client = client().await;
+    let mut conn = crate::support::raw().await;
+    let name = unique("noscript");
+    client.try_lock(&name).await.unwrap().unwrap().release().await.unwrap();
+
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.unwrap();
+    let guard = client.try_lock(&name).await.unwrap().expect("acquire reloads its script");
+
+    assert_eq!(guard.fence().get(), 2);
+    assert!(guard.release().await.unwrap(), "release reloads its script too");
+}
+
+#[tokio::test]
+async fn acl_users_authenticate_through_the_url() {
+    let mut conn = crate::support::raw().await;
+    let user = unique("acl").replace(':', "-");
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", &user, "on", ">s3cret-pw", "~*", "&*", "+@all"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let url = crate::support::redis_url().replacen("redis://", &format!("redis://{user}:s3cret-pw@"), 1);
+    let wrong = crate::support::redis_url().replacen("redis://", &format!("redis://{user}:nope@"), 1);
+
+    let authenticated = LockClient::connect(&url).await;
+    let refused = LockClient::connect(&wrong).await;
+
+    let client = authenticated.expect("right password");
+    let guard = client.try_lock(&unique("acl-lock")).await.unwrap().unwrap();
+    assert!(guard.release().await.unwrap());
+    let err = refused.unwrap_err();
+    assert!(!err.to_string().contains("nope"), "the password is not echoed: {err}");
+    let _: () = redis::cmd("ACL").arg(&["DELUSER", &user]).query_async(&mut conn).await.unwrap();
+}

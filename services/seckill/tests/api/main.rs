@@ -9,3 +9,4 @@ mod health;
 mod openapi;
 mod orders;
 mod sales;
+mod shutdown;

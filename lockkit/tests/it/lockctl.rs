@@ -1,0 +1,75 @@
+//! The `lockctl` CLI, run as a process: JSON lines out, exit code 3 when not acquired.
+
+#![cfg(feature = "cli")]
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::{redis_url, unique};
+
+fn lockctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockctl")).arg("--redis-url").arg(redis_url()).args(args).output().unwrap()
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("every line is JSON")).collect()
+}
+
+#[test]
+fn acquire_prints_the_fence_and_the_release() {
+    let name = unique("cli");
+
+    let out = lockctl(&["acquire", &name, "--hold-ms", "50"]);
+
+    assert!(out.status.success());
+    let lines = json_lines(&out);
+    assert_eq!(lines[0]["event"], "acquired");
+    assert!(lines[0]["fence"].as_u64().unwrap() >= 1);
+    assert_eq!(lines[1]["event"], "released");
+    assert_eq!(lines[1]["held"], true);
+}
+
+#[test]
+fn a_held_lock_is_not_acquired_with_exit_code_3() {
+    let name = unique("cli-held");
+    let holder = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args(["--redis-url", &redis_url(), "acquire", &name, "--hold-ms", "3000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let inspect_held = || json_lines(&lockctl(&["inspect", &name])).first().is_some_and(|l| l["held"] == true);
+    while !inspect_held() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    let out = lockctl(&["acquire", &name, "--wait-ms", "100"]);
+
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(json_lines(&out)[0]["event"], "not_acquired");
+    let holder = holder.wait_with_output().unwrap();
+    assert!(holder.status.success());
+}
+
+#[test]
+fn fence_reseeds_and_inspect_shows_it() {
+    let name = unique("cli-fence");
+
+    let out = lockctl(&["fence", &name, "--at-least", "41"]);
+    let inspected = json_lines(&lockctl(&["inspect", &name]));
+
+    assert_eq!(json_lines(&out)[0]["fence"], 41);
+    assert_eq!(inspected[0]["fence"], 41);
+    assert_eq!(inspected[0]["held"], false);
+}
+
+#[test]
+fn bench_reports_pairs_per_second_and_percentiles() {
+    let out = lockctl(&["bench", "--concurrency", "4", "--duration-ms", "200"]);
+
+    let report = &json_lines(&out)[0];
+    assert!(report["pairs"].as_u64().unwrap() > 0);
+    for field in ["pairs_per_sec", "p50_us", "p99_us"] {
+        assert!(report[field].is_number(), "{field}");
+    }
+}
