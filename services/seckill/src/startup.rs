@@ -45,6 +45,9 @@ impl Application {
                 .configure(routes::configure)
         })
         .workers(workers)
+        // Longer than the idle timeout of common client pools (and load balancers' upstream
+        // keep-alive), so a client never sends on a connection we are just closing.
+        .keep_alive(std::time::Duration::from_secs(75))
         .shutdown_timeout(10)
         .listen(listener)
         .map_err(|e| ApiError::Internal(format!("listen: {e}")))?

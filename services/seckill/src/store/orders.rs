@@ -31,7 +31,10 @@ pub struct OrderRecord {
 /// How the commit guards each shard write (see `seckill_commit` in the migration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitGuard {
-    /// Write only where the shard's fence still equals ours (after a claim).
+    /// Claim each shard with our fence, read, check and write it where the fence is still ours:
+    /// the whole fenced read-modify-write in one transaction.
+    Claim,
+    /// Write only where the shard's fence still equals ours (after a separate claim).
     Fence,
     /// Write only where the version is unchanged (optimistic).
     Version,
@@ -44,6 +47,7 @@ pub enum CommitGuard {
 impl CommitGuard {
     fn as_sql(self) -> &'static str {
         match self {
+            Self::Claim => "claim",
             Self::Fence => "fence",
             Self::Version => "version",
             Self::Atomic => "atomic",
@@ -59,7 +63,7 @@ pub struct CommitPart {
     pub shard: u32,
     /// Units taken from it.
     pub take: u32,
-    /// Stock left after this order, as computed by the caller (ignored by `Atomic`).
+    /// Stock left after this order, as computed by the caller (ignored by `Atomic` and `Claim`).
     pub new_remaining: i64,
     /// Fence or version to guard with (ignored by `Atomic` and `None`).
     pub guard: i64,
@@ -71,6 +75,14 @@ pub enum CommitError {
     /// A shard refused the write: stale fence, moved version, or (atomic) too little stock.
     #[error("a shard refused the write")]
     Refused,
+    /// A claimed shard had less than the part needs (`Claim` only).
+    #[error("shard {shard} has {remaining} left")]
+    Short {
+        /// The shard.
+        shard: u32,
+        /// What it has.
+        remaining: i64,
+    },
     /// The per-user limit would be exceeded.
     #[error("per-user limit reached")]
     UserLimit,
@@ -86,11 +98,18 @@ impl From<tokio_postgres::Error> for CommitError {
     fn from(e: tokio_postgres::Error) -> Self {
         match e.code().map(SqlState::code) {
             Some("SK001") => Self::Refused,
+            Some("SK003") => short_from_detail(&e).map_or_else(|| Self::Api(e.into()), |(shard, remaining)| Self::Short { shard, remaining }),
             Some("SK002") => Self::UserLimit,
             Some("23505") => Self::DuplicateKey,
             _ => Self::Api(e.into()),
         }
     }
+}
+
+/// Parses SK003's `DETAIL 'shard:remaining'`.
+fn short_from_detail(e: &tokio_postgres::Error) -> Option<(u32, i64)> {
+    let (shard, remaining) = e.as_db_error()?.detail()?.split_once(':')?;
+    Some((shard.parse().ok()?, remaining.parse().ok()?))
 }
 
 impl From<deadpool_postgres::PoolError> for CommitError {
@@ -169,6 +188,6 @@ pub(crate) async fn commit_order_on(
         user_id: request.user_id.to_string(),
         quantity: request.quantity.get(),
         shard: parts[0].shard,
-        fence: if guard == CommitGuard::Fence { parts[0].guard } else { 0 },
+        fence: if matches!(guard, CommitGuard::Claim | CommitGuard::Fence) { parts[0].guard } else { 0 },
     })
 }

@@ -25,19 +25,6 @@ impl Db {
         Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: 0 })
     }
 
-    /// Claims the shard for `fence` (accepted only if no larger fence was seen) and reads it.
-    /// `None`: a newer fence owns the shard; the caller's lease was lost.
-    pub async fn claim_shard(&self, sku: &Sku, shard: u32, fence: i64) -> Result<Option<ShardRead>, ApiError> {
-        let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "UPDATE shards SET fence = $3 WHERE sku = $1 AND shard = $2 AND fence <= $3 RETURNING remaining",
-                &[&sku.as_str(), &(shard as i32), &fence],
-            )
-            .await?;
-        Ok(row.map(|r| ShardRead { remaining: i64::from(r.get::<_, i32>(0)), guard: fence }))
-    }
-
     /// The highest fence the shard has accepted.
     pub async fn shard_fence(&self, sku: &Sku, shard: u32) -> Result<i64, ApiError> {
         let client = self.client().await?;

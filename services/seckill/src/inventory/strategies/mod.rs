@@ -103,6 +103,7 @@ fn committed(result: Result<OrderRecord, CommitError>) -> Result<Attempt, BuyErr
     match result {
         Ok(record) => Ok(Attempt::Bought(record)),
         Err(CommitError::Refused) => Ok(Attempt::Refused),
+        Err(CommitError::Short { shard, remaining }) => Ok(Attempt::Short { shard, remaining }),
         Err(CommitError::UserLimit) => Err(BuyError::UserLimit),
         Err(CommitError::DuplicateKey) => Err(BuyError::DuplicateKey),
         Err(CommitError::Api(e)) => Err(BuyError::Api(e)),
