@@ -98,7 +98,7 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
                 Ok(Attempt::Granted(guard)) => return Ok(granted(guard, attempts, started)),
                 // Sleep until a release is announced, or the holder's lease runs out (expiry
                 // publishes nothing), or the safety interval passes.
-                Ok(Attempt::Held(ttl)) if core.wake.is_connected() => {
+                Ok(Attempt::Held(ttl)) if subscription.is_live() => {
                     last_error = None;
                     let safety = core.config.wake_safety_interval;
                     ttl.unwrap_or(safety).min(safety) + Duration::from_millis(1)

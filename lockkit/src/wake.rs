@@ -46,9 +46,9 @@ impl Shared {
 
 #[derive(Debug)]
 enum Command {
-    /// Make sure the channel is subscribed; the ack is sent once Redis confirmed (or at once if
-    /// the connection is down: the waiter then polls).
-    Subscribe(String, oneshot::Sender<()>),
+    /// Make sure the channel is subscribed; the ack says whether Redis confirmed it (`false` at
+    /// once if the connection is down: the waiter then polls).
+    Subscribe(String, oneshot::Sender<bool>),
     /// The last local waiter left; unsubscribe unless a new one arrived meanwhile.
     Unsubscribe(String),
 }
@@ -68,6 +68,8 @@ pub(crate) struct WakeSubscription {
     hub: WakeHub,
     channel: String,
     notify: Arc<Notify>,
+    /// Redis confirmed the subscription in time.
+    confirmed: bool,
 }
 
 impl WakeHub {
@@ -87,12 +89,10 @@ impl WakeHub {
             entry.waiters += 1;
             entry.notify.clone()
         };
-        let subscription = WakeSubscription { hub: self.clone(), channel: channel.to_owned(), notify };
         let (ack, acked) = oneshot::channel();
-        if self.commands.send(Command::Subscribe(channel.to_owned(), ack)).is_ok() {
-            let _ = acked.await;
-        }
-        subscription
+        let confirmed = self.commands.send(Command::Subscribe(channel.to_owned(), ack)).is_ok()
+            && matches!(tokio::time::timeout(COMMAND_TIMEOUT, acked).await, Ok(Ok(true)));
+        WakeSubscription { hub: self.clone(), channel: channel.to_owned(), notify, confirmed }
     }
 
     /// Whether wake-ups are currently being delivered.
@@ -102,6 +102,12 @@ impl WakeHub {
 }
 
 impl WakeSubscription {
+    /// Whether a release will wake this waiter: the subscription was confirmed and the
+    /// connection is still up. Otherwise the waiter must poll.
+    pub(crate) fn is_live(&self) -> bool {
+        self.confirmed && self.hub.is_connected()
+    }
+
     /// The notifier to wait on; create the `notified()` future *before* trying to acquire, so a
     /// release between the attempt and the wait is not missed.
     pub(crate) fn notify(&self) -> &Notify {
@@ -124,13 +130,16 @@ impl Drop for WakeSubscription {
 
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for Redis to confirm a (un)subscription; past it the connection is presumed dead
+/// and replaced, and waiters poll meanwhile.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 
 async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
     loop {
         if let Ok(Ok(pubsub)) = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub()).await {
             let (mut sink, mut messages) = pubsub.split();
             let wanted: Vec<String> = shared.channels.lock().unwrap().keys().cloned().collect();
-            if wanted.is_empty() || sink.subscribe(&wanted).await.is_ok() {
+            if wanted.is_empty() || confirmed(sink.subscribe(&wanted)).await {
                 let mut subscribed: HashSet<String> = wanted.into_iter().collect();
                 shared.connected.store(true, Ordering::Relaxed);
                 // Releases may have happened while we were away.
@@ -141,17 +150,17 @@ async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::Unb
                             None => return,
                             Some(Command::Subscribe(channel, ack)) => {
                                 if !subscribed.contains(&channel) {
-                                    if sink.subscribe(&channel).await.is_err() {
-                                        let _ = ack.send(());
+                                    if !confirmed(sink.subscribe(&channel)).await {
+                                        let _ = ack.send(false);
                                         break;
                                     }
                                     subscribed.insert(channel);
                                 }
-                                let _ = ack.send(());
+                                let _ = ack.send(true);
                             }
                             Some(Command::Unsubscribe(channel)) => {
                                 let unwanted = !shared.channels.lock().unwrap().contains_key(&channel);
-                                if unwanted && subscribed.remove(&channel) && sink.unsubscribe(&channel).await.is_err() {
+                                if unwanted && subscribed.remove(&channel) && !confirmed(sink.unsubscribe(&channel)).await {
                                     break;
                                 }
                             }
@@ -179,10 +188,15 @@ async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::Unb
                 () = &mut pause => break,
                 command = commands.recv() => match command {
                     None => return,
-                    Some(Command::Subscribe(_, ack)) => { let _ = ack.send(()); }
+                    Some(Command::Subscribe(_, ack)) => { let _ = ack.send(false); }
                     Some(Command::Unsubscribe(_)) => {}
                 },
             }
         }
     }
+}
+
+/// Runs a (un)subscription, true if Redis confirmed it within [`COMMAND_TIMEOUT`].
+async fn confirmed(command: impl Future<Output = redis::RedisResult<()>>) -> bool {
+    matches!(tokio::time::timeout(COMMAND_TIMEOUT, command).await, Ok(Ok(())))
 }

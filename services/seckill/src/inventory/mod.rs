@@ -37,6 +37,18 @@ pub struct Purchase {
     pub replayed: bool,
 }
 
+/// What an instance remembers of a sale between requests, for one generation of it.
+#[derive(Debug, Clone)]
+struct CachedSale {
+    sale: Sale,
+    /// Units left as PostgreSQL last confirmed when refusing an order. Stock only shrinks within
+    /// a generation, so an order for more than this is sold out without asking again: a sold-out
+    /// flood costs no database work.
+    confirmed_left: Option<i64>,
+    /// Smallest quantity this instance already recorded as refused (for the `stranded` audit).
+    refused_min: Option<u32>,
+}
+
 /// The service's core: owns PostgreSQL, the hints and the shard locks.
 pub struct Inventory {
     ctx: Ctx,
@@ -44,7 +56,7 @@ pub struct Inventory {
     deadline: Duration,
     /// Sales by SKU as last loaded; valid while the hints carry the same generation (every
     /// create/reset changes it), so a request costs no PostgreSQL round trip to look its sale up.
-    sales: Mutex<HashMap<Sku, Sale>>,
+    sales: Mutex<HashMap<Sku, CachedSale>>,
     /// Bounds purchases in progress: past it, requests wait (up to their deadline) here instead of
     /// piling onto the locks and connection pools, and the excess gets a clean `503 busy`.
     admission: tokio::sync::Semaphore,
@@ -89,16 +101,49 @@ impl Inventory {
     /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
     pub async fn sale(&self, sku: &Sku) -> Result<Sale, ApiError> {
         let generation = self.hints.generation(sku).await?;
-        if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|s| Some(s.generation) == generation) {
-            return Ok(cached.clone());
+        if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| Some(c.sale.generation) == generation) {
+            return Ok(cached.sale.clone());
         }
         let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
         if generation != Some(sale.generation) {
             // New sale to this instance, a reset, or Redis lost its data: republish the hints.
             self.hints.rebuild(&self.ctx.db, &sale).await?;
         }
-        self.sales.lock().unwrap().insert(sku.clone(), sale.clone());
+        let cached = CachedSale { sale: sale.clone(), confirmed_left: None, refused_min: None };
+        self.sales.lock().unwrap().insert(sku.clone(), cached);
         Ok(sale)
+    }
+
+    /// Applies `update` to this instance's memory of `sale` (if it is still the same generation).
+    fn remember<T>(&self, sale: &Sale, update: impl FnOnce(&mut CachedSale) -> T) -> Option<T> {
+        let mut sales = self.sales.lock().unwrap();
+        sales.get_mut(&sale.sku).filter(|c| c.sale.generation == sale.generation).map(update)
+    }
+
+    /// Whether PostgreSQL has fewer than `quantity` units left; asks it only if this instance
+    /// does not already know.
+    async fn is_sold_out(&self, sale: &Sale, quantity: u32) -> Result<bool, ApiError> {
+        let wanted = i64::from(quantity);
+        if self.remember(sale, |c| c.confirmed_left).flatten().is_some_and(|left| left < wanted) {
+            return Ok(true);
+        }
+        let left = self.ctx.db.total_remaining(&sale.sku).await?;
+        self.remember(sale, |c| c.confirmed_left = Some(left));
+        Ok(left < wanted)
+    }
+
+    /// Answers `sold_out`, recording the refused quantity unless a smaller one already was.
+    async fn sold_out(&self, sale: &Sale, quantity: u32) -> ApiError {
+        let record = self.remember(sale, |c| c.refused_min.is_none_or(|min| quantity < min)).unwrap_or(true);
+        if record {
+            match self.ctx.db.record_sold_out(&sale.sku, quantity).await {
+                Ok(()) => {
+                    self.remember(sale, |c| c.refused_min = Some(c.refused_min.map_or(quantity, |m| m.min(quantity))));
+                }
+                Err(e) => return e,
+            }
+        }
+        ApiError::SoldOut
     }
 
     /// Sells `request` from `sale`, or explains why not.
@@ -124,9 +169,8 @@ impl Inventory {
             let plan = match planner::plan(&hints, quantity, &contended, start) {
                 Planned::Try(plan) => plan,
                 Planned::SoldOut => {
-                    if db.total_remaining(&sale.sku).await? < i64::from(quantity) {
-                        db.record_sold_out(&sale.sku, quantity).await?;
-                        return Err(ApiError::SoldOut);
+                    if self.is_sold_out(sale, quantity).await? {
+                        return Err(self.sold_out(sale, quantity).await);
                     }
                     // The hints were low (e.g. an unprotected strategy wrote past them).
                     self.hints.rebuild(db, sale).await?;

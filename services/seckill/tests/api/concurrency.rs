@@ -35,6 +35,19 @@ struct ClientLog {
     replay_mismatches: usize,
 }
 
+/// Sends an order until it is answered with anything but `503` (busy or unavailable), retrying
+/// the same idempotency key as a well-behaved client does.
+async fn answered(http: &reqwest::Client, url: &str, key: &str, body: &Value) -> (StatusCode, Value) {
+    loop {
+        let response = http.post(url).header("Idempotency-Key", key).json(body).send().await.unwrap();
+        if response.status() != StatusCode::SERVICE_UNAVAILABLE {
+            let status = response.status();
+            return (status, response.json().await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn client(addresses: Arc<Vec<String>>, sku: String, id: usize) -> ClientLog {
     let http = reqwest::Client::new();
     let mut log = ClientLog::default();
@@ -46,24 +59,14 @@ async fn client(addresses: Arc<Vec<String>>, sku: String, id: usize) -> ClientLo
         let body = json!({"user_id": user, "quantity": quantity});
         let address = &addresses[(id + n) % addresses.len()];
         let url = format!("{address}/v1/sales/{sku}/orders");
-        let response = loop {
-            let response = http.post(&url).header("Idempotency-Key", &key).json(&body).send().await.unwrap();
-            if response.status() != StatusCode::SERVICE_UNAVAILABLE {
-                break response;
-            }
-            // busy: retry the same key, as a well-behaved client does.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        let status = response.status();
-        let answer: Value = response.json().await.unwrap();
+        let (status, answer) = answered(&http, &url, &key, &body).await;
         match (status, answer["error"].as_str()) {
             (StatusCode::CREATED | StatusCode::OK, _) => {
                 if n % 4 == 0 {
                     // Replay through another instance: same body, no new order.
                     let other = &addresses[(id + n + 1) % addresses.len()];
-                    let replay = http.post(format!("{other}/v1/sales/{sku}/orders")).header("Idempotency-Key", &key).json(&body).send().await.unwrap();
-                    let replay_status = replay.status();
-                    if replay_status != StatusCode::OK || replay.json::<Value>().await.unwrap() != answer {
+                    let replayed = answered(&http, &format!("{other}/v1/sales/{sku}/orders"), &key, &body).await;
+                    if replayed != (StatusCode::OK, answer.clone()) {
                         log.replay_mismatches += 1;
                     }
                 }
