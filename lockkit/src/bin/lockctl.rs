@@ -29,6 +29,9 @@ struct Cli {
     /// Key prefix of the locks.
     #[arg(long, default_value = "lockkit")]
     prefix: String,
+    /// Multiplexed connections to spread operations over.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
     #[command(subcommand)]
     command: Command,
 }
@@ -86,7 +89,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
-    let client = LockClient::builder(&cli.redis_url).prefix(&cli.prefix).connect().await?;
+    let client = LockClient::builder(&cli.redis_url).prefix(&cli.prefix).connections(cli.connections).connect().await?;
     match cli.command {
         Command::Acquire { name, ttl_ms, wait_ms, hold_ms } => acquire(&client, &name, ttl_ms, wait_ms, hold_ms).await,
         Command::Inspect { pattern } => {
