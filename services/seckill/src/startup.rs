@@ -48,6 +48,9 @@ impl Application {
         // Longer than the idle timeout of common client pools (and load balancers' upstream
         // keep-alive), so a client never sends on a connection we are just closing.
         .keep_alive(std::time::Duration::from_secs(75))
+        // A starved worker may take seconds to read a request head; answering such a request
+        // with actix's bodiless 408 would break the JSON error contract.
+        .client_request_timeout(std::time::Duration::from_secs(20))
         .shutdown_timeout(10)
         .listen(listener)
         .map_err(|e| ApiError::Internal(format!("listen: {e}")))?

@@ -14,6 +14,34 @@ use crate::{
 /// Field holding the sale's generation; the others are shard indexes.
 const GENERATION: &str = "gen";
 
+/// One sale's hints as fetched: the generation they were built for and a value per shard.
+#[derive(Debug, Clone, Default)]
+pub struct HintSet {
+    fields: Vec<(String, i64)>,
+}
+
+impl HintSet {
+    /// The generation of the sale the hints were built for; `None` if there are none (new sale,
+    /// or Redis lost its data).
+    pub fn generation(&self) -> Option<i64> {
+        self.fields.iter().find(|(f, _)| f == GENERATION).map(|(_, v)| *v)
+    }
+
+    /// Remaining stock per shard, if the hints are complete and belong to this generation of `sale`.
+    pub fn for_sale(&self, sale: &Sale) -> Option<Vec<i64>> {
+        if self.generation() != Some(sale.generation) {
+            return None;
+        }
+        let mut hints = vec![None; sale.spec.shards as usize];
+        for (field, value) in &self.fields {
+            if let Some(slot) = field.parse::<usize>().ok().and_then(|i| hints.get_mut(i)) {
+                *slot = Some(*value);
+            }
+        }
+        hints.into_iter().collect()
+    }
+}
+
 /// Hints of every sale, in one Redis hash per sale.
 #[derive(Clone)]
 pub struct Hints {
@@ -30,25 +58,18 @@ impl Hints {
         format!("seckill:{{{sku}}}:hints")
     }
 
-    /// The generation of the sale the hints were built for; `None` if there are none (new sale,
-    /// or Redis lost its data).
-    pub async fn generation(&self, sku: &Sku) -> Result<Option<i64>, ApiError> {
-        Ok(self.redis.clone().hget(Self::key(sku), GENERATION).await?)
+    /// The hints of `sku` as Redis has them now, in one round trip.
+    pub async fn fetch(&self, sku: &Sku) -> Result<HintSet, ApiError> {
+        let fields: Vec<(String, i64)> = self.redis.clone().hgetall(Self::key(sku)).await?;
+        Ok(HintSet { fields })
     }
 
     /// Remaining stock per shard for `sale`, rebuilt from PostgreSQL when missing or outdated.
     pub async fn read(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, ApiError> {
-        let fields: Vec<(String, i64)> = self.redis.clone().hgetall(Self::key(&sale.sku)).await?;
-        let fresh = fields.iter().any(|(f, v)| f == GENERATION && *v == sale.generation);
-        let mut hints = vec![0; sale.spec.shards as usize];
-        let mut filled = 0;
-        for (field, value) in &fields {
-            if let Some(slot) = field.parse::<usize>().ok().and_then(|i| hints.get_mut(i)) {
-                *slot = *value;
-                filled += 1;
-            }
+        match self.fetch(&sale.sku).await?.for_sale(sale) {
+            Some(hints) => Ok(hints),
+            None => self.rebuild(db, sale).await,
         }
-        if fresh && filled == hints.len() { Ok(hints) } else { self.rebuild(db, sale).await }
     }
 
     /// Replaces the hints with PostgreSQL's current stock.

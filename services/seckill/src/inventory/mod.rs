@@ -28,6 +28,15 @@ use crate::{
     store::{Db, OrderRecord, Sale},
 };
 
+/// A sale as a request sees it: its definition and, when fresh, its stock hints (fetched in the
+/// same round trip that validated the cached definition).
+#[derive(Debug, Clone)]
+pub struct SaleView {
+    /// The sale.
+    pub sale: Sale,
+    hints: Option<Vec<i64>>,
+}
+
 /// An order's outcome as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Purchase {
@@ -99,19 +108,21 @@ impl Inventory {
     }
 
     /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
-    pub async fn sale(&self, sku: &Sku) -> Result<Sale, ApiError> {
-        let generation = self.hints.generation(sku).await?;
+    pub async fn sale(&self, sku: &Sku) -> Result<SaleView, ApiError> {
+        let fetched = self.hints.fetch(sku).await?;
+        let generation = fetched.generation();
         if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| Some(c.sale.generation) == generation) {
-            return Ok(cached.sale.clone());
+            return Ok(SaleView { hints: fetched.for_sale(&cached.sale), sale: cached.sale.clone() });
         }
         let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
-        if generation != Some(sale.generation) {
+        let hints = match fetched.for_sale(&sale) {
+            Some(hints) => hints,
             // New sale to this instance, a reset, or Redis lost its data: republish the hints.
-            self.hints.rebuild(&self.ctx.db, &sale).await?;
-        }
+            None => self.hints.rebuild(&self.ctx.db, &sale).await?,
+        };
         let cached = CachedSale { sale: sale.clone(), confirmed_left: None, refused_min: None };
         self.sales.lock().unwrap().insert(sku.clone(), cached);
-        Ok(sale)
+        Ok(SaleView { sale, hints: Some(hints) })
     }
 
     /// Applies `update` to this instance's memory of `sale` (if it is still the same generation).
@@ -146,17 +157,18 @@ impl Inventory {
         ApiError::SoldOut
     }
 
-    /// Sells `request` from `sale`, or explains why not.
-    #[tracing::instrument(skip_all, fields(sku = %sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
-    pub async fn buy(&self, sale: &Sale, request: &OrderRequest) -> Result<Purchase, ApiError> {
+    /// Sells `request` from the sale, or explains why not.
+    ///
+    /// A replayed idempotency key costs no lookup up front: the commit refuses a second order
+    /// with that key (unique index), and every refusal (duplicate key, user limit, sold out)
+    /// checks for an earlier order under the key before answering.
+    #[tracing::instrument(skip_all, fields(sku = %view.sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
+    pub async fn buy(&self, view: &SaleView, request: &OrderRequest) -> Result<Purchase, ApiError> {
+        let sale = &view.sale;
         let deadline = Instant::now() + self.deadline;
         let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| ApiError::Busy)?;
         let db = &self.ctx.db;
-        if let Some(key) = &request.idempotency_key
-            && let Some(prior) = db.order_by_key(&sale.sku, key).await?
-        {
-            return replay(prior, request);
-        }
+        let mut fetched = view.hints.clone();
         let strategy = strategies::for_kind(sale.spec.strategy);
         let quantity = request.quantity.get();
         let start = rand::random_range(0..sale.spec.shards as usize);
@@ -165,11 +177,17 @@ impl Inventory {
             if Instant::now() >= deadline {
                 return Err(ApiError::Busy);
             }
-            let hints = self.hints.read(db, sale).await?;
+            let hints = match fetched.take() {
+                Some(hints) => hints,
+                None => self.hints.read(db, sale).await?,
+            };
             let plan = match planner::plan(&hints, quantity, &contended, start) {
                 Planned::Try(plan) => plan,
                 Planned::SoldOut => {
                     if self.is_sold_out(sale, quantity).await? {
+                        if let Some(purchase) = self.earlier_order(sale, request).await? {
+                            return Ok(purchase);
+                        }
                         return Err(self.sold_out(sale, quantity).await);
                     }
                     // The hints were low (e.g. an unprotected strategy wrote past them).
@@ -180,21 +198,24 @@ impl Inventory {
             };
             match strategy.attempt(&self.ctx, sale, request, &plan, deadline).await {
                 Ok(Attempt::Bought(record)) => {
+                    // Off the request's path: a lagging hint only costs a later request a read.
+                    let (hints, sku) = (self.hints.clone(), sale.sku.clone());
                     let taken: Vec<(u32, u32)> = plan.parts.iter().map(|p| (p.shard, p.take)).collect();
-                    if let Err(e) = self.hints.take(&sale.sku, &taken).await {
-                        tracing::debug!(error = %e, "hint update failed; the next read corrects it");
-                    }
+                    tokio::spawn(async move {
+                        if let Err(e) = hints.take(&sku, &taken).await {
+                            tracing::debug!(error = %e, "hint update failed; the next read corrects it");
+                        }
+                    });
                     return Ok(Purchase { record, replayed: false });
                 }
                 Ok(Attempt::Short { shard, remaining }) => self.hints.set(&sale.sku, shard, remaining).await?,
                 Ok(Attempt::Contended(shard)) => contended.push(shard),
                 // A stale lease or a lost race: back off a little so the new holder finishes.
                 Ok(Attempt::Refused) => tokio::time::sleep(Duration::from_millis(rand::random_range(1..10))).await,
-                Err(BuyError::UserLimit) => return Err(ApiError::UserLimitReached),
+                Err(BuyError::UserLimit) => return self.refuse(sale, request, ApiError::UserLimitReached).await,
                 Err(BuyError::DuplicateKey) => {
-                    let key = request.idempotency_key.as_deref().unwrap_or_default();
-                    let prior = db.order_by_key(&sale.sku, key).await?;
-                    return replay(prior.ok_or_else(|| ApiError::Internal("duplicate key without an order".into()))?, request);
+                    let impossible = ApiError::Internal("duplicate idempotency key without an order".into());
+                    return self.refuse(sale, request, impossible).await;
                 }
                 Err(BuyError::Api(e)) => return Err(e),
             }
@@ -202,10 +223,25 @@ impl Inventory {
     }
 }
 
-/// The answer to a replayed idempotency key: the original order, if the request matches it.
-fn replay(prior: OrderRecord, request: &OrderRequest) -> Result<Purchase, ApiError> {
-    if prior.user_id != request.user_id.as_str() || prior.quantity != request.quantity.get() {
-        return Err(ApiError::IdempotencyKeyReused);
+impl Inventory {
+    /// Before refusing a request that carries an idempotency key: the order already made under
+    /// that key, if any, is the answer instead (`idempotency_key_reused` if it differs).
+    async fn earlier_order(&self, sale: &Sale, request: &OrderRequest) -> Result<Option<Purchase>, ApiError> {
+        let Some(key) = &request.idempotency_key else { return Ok(None) };
+        match self.ctx.db.order_by_key(&sale.sku, key).await? {
+            None => Ok(None),
+            Some(prior) if prior.user_id == request.user_id.as_str() && prior.quantity == request.quantity.get() => {
+                Ok(Some(Purchase { record: prior, replayed: true }))
+            }
+            Some(_) => Err(ApiError::IdempotencyKeyReused),
+        }
     }
-    Ok(Purchase { record: prior, replayed: true })
+
+    /// Refuses with `refusal` unless the request replays an earlier order.
+    async fn refuse(&self, sale: &Sale, request: &OrderRequest, refusal: ApiError) -> Result<Purchase, ApiError> {
+        match self.earlier_order(sale, request).await? {
+            Some(purchase) => Ok(purchase),
+            None => Err(refusal),
+        }
+    }
 }

@@ -35,9 +35,9 @@ async fn place(req: &HttpRequest, inventory: &Inventory, sku: &str, body: OrderB
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))?),
     };
-    let sale = inventory.sale(&sku).await?;
-    let request = OrderRequest::parse(body, key, sale.spec.max_per_order).map_err(ApiError::InvalidRequest)?;
-    let purchase = inventory.buy(&sale, &request).await?;
+    let view = inventory.sale(&sku).await?;
+    let request = OrderRequest::parse(body, key, view.sale.spec.max_per_order).map_err(ApiError::InvalidRequest)?;
+    let purchase = inventory.buy(&view, &request).await?;
     let mut response = if purchase.replayed { HttpResponse::Ok() } else { HttpResponse::Created() };
     Ok(response.json(purchase.record))
 }

@@ -33,7 +33,7 @@ pub(super) async fn put_sale(
 /// The sale's stock, overall and per shard.
 pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
-    let sale = inventory.sale(&sku).await?;
+    let sale = inventory.sale(&sku).await?.sale;
     let db = inventory.db();
     let (audit, shards) = tokio::try_join!(db.audit(&sku), db.shard_rows(&sku))?;
     let audit = audit.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;

@@ -42,7 +42,9 @@ async fn answered(http: &reqwest::Client, url: &str, key: &str, body: &Value) ->
         let response = http.post(url).header("Idempotency-Key", key).json(body).send().await.unwrap();
         if response.status() != StatusCode::SERVICE_UNAVAILABLE {
             let status = response.status();
-            return (status, response.json().await.unwrap());
+            let text = response.text().await.unwrap();
+            let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status} with a non-JSON body {text:?}: {e}"));
+            return (status, body);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
