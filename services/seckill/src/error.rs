@@ -107,8 +107,12 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
-        if e.is_closed() || e.code().is_none() {
-            tracing::warn!(error = %e, "database error");
+        // No SQLSTATE: the connection broke. Classes 08 (connection exception), 53 (insufficient
+        // resources) and 57 (operator intervention: shutdown, restart, cannot connect now) are
+        // the database being away, not a bug: retry later.
+        let away = e.is_closed() || e.code().is_none_or(|code| matches!(&code.code()[..2], "08" | "53" | "57"));
+        if away {
+            tracing::warn!(error = %e, "database unavailable");
             Self::Unavailable("database")
         } else {
             Self::Internal(format!("database: {e}"))
