@@ -115,7 +115,8 @@ impl From<tokio_postgres::Error> for ApiError {
             tracing::warn!(error = %e, "database unavailable");
             Self::Unavailable("database")
         } else {
-            Self::Internal(format!("database: {e}"))
+            let detail = e.as_db_error().map_or_else(|| e.to_string(), ToString::to_string);
+            Self::Internal(format!("database: {detail}"))
         }
     }
 }
