@@ -46,8 +46,11 @@ pub struct Settings {
     /// Lease of a shard lock; renewed by the watchdog while held (`SECKILL_LOCK_LEASE_MS`).
     #[serde(with = "millis")]
     pub lock_lease: Duration,
-    /// PostgreSQL connections per instance (`SECKILL_DB_POOL`).
+    /// PostgreSQL connections per instance for general work (`SECKILL_DB_POOL`).
     pub db_pool_size: usize,
+    /// PostgreSQL connections per instance reserved for shard-lock holders
+    /// (`SECKILL_DB_CRITICAL_POOL`); at least the number of shards, so no holder waits for one.
+    pub db_critical_pool_size: usize,
     /// HTTP worker threads (`SECKILL_WORKERS`); 0 means one per CPU.
     pub workers: usize,
     /// Purchases processed at once per instance (`SECKILL_MAX_IN_FLIGHT`); more wait, up to their
@@ -65,6 +68,7 @@ impl Default for Settings {
             request_deadline: Duration::from_secs(2),
             lock_lease: Duration::from_secs(5),
             db_pool_size: 16,
+            db_critical_pool_size: 32,
             workers: 0,
             max_in_flight: 256,
         }
@@ -118,13 +122,16 @@ impl Settings {
         if let Some(v) = var("SECKILL_DB_POOL") {
             self.db_pool_size = parse("SECKILL_DB_POOL", &v)?;
         }
+        if let Some(v) = var("SECKILL_DB_CRITICAL_POOL") {
+            self.db_critical_pool_size = parse("SECKILL_DB_CRITICAL_POOL", &v)?;
+        }
         if let Some(v) = var("SECKILL_WORKERS") {
             self.workers = parse("SECKILL_WORKERS", &v)?;
         }
         if let Some(v) = var("SECKILL_MAX_IN_FLIGHT") {
             self.max_in_flight = parse("SECKILL_MAX_IN_FLIGHT", &v)?;
         }
-        if self.lock_lease < Duration::from_millis(100) || self.request_deadline.is_zero() || self.db_pool_size == 0 || self.max_in_flight == 0 {
+        if self.lock_lease < Duration::from_millis(100) || self.request_deadline.is_zero() || self.db_pool_size == 0 || self.db_critical_pool_size == 0 || self.max_in_flight == 0 {
             return Err(ConfigError("lock lease must be >= 100 ms, deadline and pool size positive".into()));
         }
         Ok(self)

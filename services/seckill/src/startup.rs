@@ -27,7 +27,7 @@ impl Application {
     pub async fn build(settings: &Settings) -> Result<Self, ApiError> {
         // Install the recorder before lockkit starts recording.
         telemetry::prometheus();
-        let db = Db::connect(settings.database_url.expose(), settings.db_pool_size).await?;
+        let db = Db::connect(settings.database_url.expose(), settings.db_pool_size, settings.db_critical_pool_size).await?;
         let redis_url = settings.redis_url.expose();
         let locks = LockClient::builder(redis_url).default_lease(settings.lock_lease).connect().await?;
         let redis = redis::Client::open(redis_url).map_err(|_| ApiError::Internal("REDIS_URL is not a valid redis URL".into()))?;

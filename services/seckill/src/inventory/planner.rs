@@ -1,8 +1,9 @@
 //! Choosing where an order's units come from, from the hints. Pure logic.
 //!
 //! 1. One shard that has enough, starting at a random shard so load spreads, skipping shards
-//!    whose lock was just found contended (probe before waiting).
-//! 2. If every shard with enough is contended: wait for one of them.
+//!    whose lock was just found contended: probe up to [`PROBES`] shards before waiting. More
+//!    probes would cost a Redis round trip each for little: under load most shards are held.
+//! 2. Then wait for the first shard with enough, from the same random start.
 //! 3. If no single shard has enough but together they do (the last units of a sale, scattered):
 //!    take from several shards, in ascending shard order, so concurrent gatherers lock in the
 //!    same order and cannot deadlock.
@@ -35,6 +36,9 @@ pub enum Planned {
     SoldOut,
 }
 
+/// Shards tried without waiting before a request queues for one.
+pub const PROBES: usize = 2;
+
 /// Plans an order of `quantity` units given `hints` (remaining per shard), the shards found
 /// `contended` since the request started, and a random `start` shard.
 pub fn plan(hints: &[i64], quantity: u32, contended: &[u32], start: usize) -> Planned {
@@ -43,7 +47,9 @@ pub fn plan(hints: &[i64], quantity: u32, contended: &[u32], start: usize) -> Pl
     let enough = |shard: usize| hints[shard] >= q;
     let rotation = (0..n).map(|i| (start + i) % n);
     let single = |shard: usize, wait: bool| Planned::Try(Plan { parts: vec![Part { shard: shard as u32, take: quantity }], wait });
-    if let Some(shard) = rotation.clone().find(|&s| enough(s) && !contended.contains(&(s as u32))) {
+    if contended.len() < PROBES
+        && let Some(shard) = rotation.clone().find(|&s| enough(s) && !contended.contains(&(s as u32)))
+    {
         return single(shard, false);
     }
     if let Some(shard) = rotation.clone().find(|&s| enough(s)) {
@@ -88,6 +94,12 @@ mod tests {
     fn probes_uncontended_shards_before_waiting() {
         assert_eq!(plan(&[5, 5], 1, &[0], 0), Planned::Try(Plan { parts: vec![Part { shard: 1, take: 1 }], wait: false }));
         assert_eq!(plan(&[5, 5], 1, &[0, 1], 0), Planned::Try(Plan { parts: vec![Part { shard: 0, take: 1 }], wait: true }));
+    }
+
+    #[test]
+    fn waits_after_two_probes() {
+        let planned = plan(&[5, 5, 5, 5], 1, &[1, 2], 1);
+        assert_eq!(planned, Planned::Try(Plan { parts: vec![Part { shard: 1, take: 1 }], wait: true }));
     }
 
     #[test]

@@ -33,12 +33,12 @@ pub struct Db {
 }
 
 impl Db {
-    /// Connects (lazily) with two pools of at most `size` connections each, the general one and
-    /// the one for critical sections, and applies pending migrations.
-    pub async fn connect(url: &str, size: usize) -> Result<Self, ApiError> {
+    /// Connects (lazily) with two pools, the general one (`size` connections) and the one for
+    /// critical sections (`critical_size`), and applies pending migrations.
+    pub async fn connect(url: &str, size: usize, critical_size: usize) -> Result<Self, ApiError> {
         let config: tokio_postgres::Config =
             url.parse().map_err(|_| ApiError::Internal("DATABASE_URL is not a valid postgres URL".into()))?;
-        let pool = || {
+        let pool = |size: usize| {
             let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
             Pool::builder(manager)
                 .max_size(size)
@@ -48,7 +48,7 @@ impl Db {
                 .build()
                 .map_err(|e| ApiError::Internal(format!("database pool: {e}")))
         };
-        let db = Self { pool: pool()?, critical: pool()? };
+        let db = Self { pool: pool(size)?, critical: pool(critical_size)? };
         migrate::apply(&mut *db.client().await?).await?;
         Ok(db)
     }

@@ -20,6 +20,7 @@ pub(crate) fn test_settings() -> Settings {
     settings.admin_token = seckill::config::Secret::new(ADMIN_TOKEN);
     settings.workers = 2;
     settings.db_pool_size = 8;
+    settings.db_critical_pool_size = 8;
     settings
 }
 

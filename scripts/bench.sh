@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The comparison runner (`make bench`): stock strategies x shards under k6 load, the PostgreSQL
+# and Redis ceilings, lockkit next to the peer lock libraries. See loadtest/README.md.
+#
+#   scripts/bench.sh             full run: loadtest/results/<UTC>.json, latest.json, latest.md, latest.svg
+#   scripts/bench.sh --smoke     CI check (~1 min after the build): loadtest/results/smoke-latest.json;
+#                                exits non-zero on any correctness violation
+#   scripts/bench.sh --help      the runner's options (any of them can be added to the two above)
+#
+# Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up), the release
+# binaries `seckill` and `lockctl`, k6 (scripts/k6.sh), and in full mode the peer harnesses
+# (loadtest/peers/setup.sh). Services that were not running before are stopped again at the end
+# (KEEP_SERVICES=1 leaves them running); services that were already running are left alone.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+smoke=0
+peers=1
+for arg in "$@"; do
+    case "$arg" in
+        --smoke) smoke=1 ;;
+        --no-peers) peers=0 ;;
+        -h | --help)
+            sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            echo
+            exec python3 loadtest/bench/run.py --help
+            ;;
+    esac
+done
+
+# Stop the services at the end only if this script is the one that started them.
+running="$(bash scripts/services.sh status 2>/dev/null | grep -c 'running (pid' || true)"
+started_services=0
+[[ "$running" -ge 1 ]] || started_services=1
+
+child=""
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+    local rc=$?
+    if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
+        kill -TERM "$child" 2>/dev/null || true
+        wait "$child" 2>/dev/null || true
+    fi
+    if [[ "$started_services" -eq 1 && "${KEEP_SERVICES:-0}" != 1 ]]; then
+        bash scripts/services.sh down || rc=1
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+t0=$SECONDS
+bash scripts/services.sh up >/dev/null
+eval "$(bash scripts/services.sh env)"
+
+log "cargo build --release -p seckill -p lockkit --features lockkit/cli"
+cargo build --release -p seckill -p lockkit --features lockkit/cli
+
+# scripts/k6.sh installs k6 v1.1.x if it is missing, then runs `k6 run --help` here.
+bash scripts/k6.sh --help >/dev/null
+
+if [[ "$smoke" -eq 0 && "$peers" -eq 1 ]]; then
+    log "loadtest/peers/setup.sh"
+    bash loadtest/peers/setup.sh
+fi
+log "prerequisites ready in $((SECONDS - t0)) s"
+
+# In the background so that INT/TERM reach this script's traps, which stop the runner (it then
+# stops its seckill instances itself).
+t1=$SECONDS
+python3 loadtest/bench/run.py "$@" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null || true' INT TERM
+status=0
+while :; do
+    if wait "$child"; then status=0; else status=$?; fi
+    kill -0 "$child" 2>/dev/null || break
+done
+child=""
+log "runner finished in $((SECONDS - t1)) s (exit $status)"
+exit "$status"
