@@ -1,5 +1,5 @@
 # Thin wrappers around scripts/. Run `make` for the list.
-.PHONY: help services down status test demo
+.PHONY: help services down status test demo bench chaos
 .DEFAULT_GOAL := help
 
 help:
@@ -9,6 +9,10 @@ help:
 	@echo "make test       start services, run all tests (nextest + doctests), stop services"
 	@echo "make demo       start services, run the lockkit demo, stop services"
 	@echo "                (KEEP_SERVICES=1 leaves the services running after test/demo)"
+	@echo "make bench      compare stock strategies, ceilings, lockkit vs peers -> loadtest/results/"
+	@echo "                (scripts/bench.sh --smoke: the quick correctness-only check)"
+	@echo "make chaos      fault injection (own Redis :6391, PostgreSQL :5441) -> loadtest/results/chaos-latest.*"
+	@echo "                (scripts/chaos.sh --bounded: every scenario shortened, as make test runs it)"
 
 services:
 	bash scripts/services.sh up
@@ -24,3 +28,8 @@ test:
 
 demo:
 	bash scripts/demo.sh
+
+bench: ; bash scripts/bench.sh
+
+chaos:
+	bash scripts/chaos.sh

@@ -58,8 +58,16 @@ t0=$SECONDS
 bash scripts/services.sh up >/dev/null
 eval "$(bash scripts/services.sh env)"
 
-log "cargo build --release -p seckill -p lockkit --features lockkit/cli"
-cargo build --release -p seckill -p lockkit --features lockkit/cli
+# The smoke run checks correctness, not speed: it reuses the dev build of `make test`.
+if [[ "$smoke" -eq 1 ]]; then
+    export BENCH_PROFILE=debug
+    log "cargo build -p seckill -p lockkit --features lockkit/cli"
+    cargo build -p seckill -p lockkit --features lockkit/cli
+else
+    export BENCH_PROFILE=release
+    log "cargo build --release -p seckill -p lockkit --features lockkit/cli"
+    cargo build --release -p seckill -p lockkit --features lockkit/cli
+fi
 
 # scripts/k6.sh installs k6 v1.1.x if it is missing, then runs `k6 run --help` here.
 bash scripts/k6.sh --help >/dev/null

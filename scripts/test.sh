@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the whole test suite against project-owned Redis and PostgreSQL.
 #
-# Starts the services (scripts/services.sh up), runs every test of the workspace, then stops the
-# services again on exit, whatever happened, unless KEEP_SERVICES=1.
+# Starts the services (scripts/services.sh up), runs every test of the workspace, the bench smoke
+# run and the bounded chaos suite, then stops the services again on exit, whatever happened,
+# unless KEEP_SERVICES=1. QUICK=1 runs only the cargo tests.
 # Exits non-zero if any test failed. Extra arguments are passed to the test runner.
 set -euo pipefail
 
@@ -39,6 +40,17 @@ else
     echo "[test] cargo-nextest not found; falling back to cargo test" >&2
     # Plain cargo test already includes the doctests.
     cargo test --workspace --all-features --no-fail-fast "$@" || status=$?
+fi
+
+# End-to-end checks on real processes: the strategy comparison in smoke mode (k6 against two
+# instances; audits and thresholds, no speed targets) and the chaos suite shortened. QUICK=1
+# skips them for a fast local loop; CI always runs them.
+if [[ "${QUICK:-0}" != 1 ]]; then
+    for step in "scripts/bench.sh --smoke" "scripts/chaos.sh --bounded"; do
+        echo "[test] $step" >&2
+        # shellcheck disable=SC2086  # the step is a command line
+        bash $step || { echo "[test] $step FAILED" >&2; status=1; }
+    done
 fi
 
 if [[ "$status" -ne 0 ]]; then

@@ -43,8 +43,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "loadtest" / "results"  # default of --results-dir
 RUN_BASE = ROOT / ".run" / "bench"
-SECKILL_BIN = ROOT / "target" / "release" / "seckill"
-LOCKCTL_BIN = ROOT / "target" / "release" / "lockctl"
+# scripts/bench.sh builds `release` for measurements and `debug` (shared with `make test`) for smoke.
+PROFILE_DIR = os.environ.get("BENCH_PROFILE", "release")
+SECKILL_BIN = ROOT / "target" / PROFILE_DIR / "seckill"
+LOCKCTL_BIN = ROOT / "target" / PROFILE_DIR / "lockctl"
 K6_SCRIPT = ROOT / "loadtest" / "k6" / "seckill.js"
 K6_WRAPPER = ROOT / "scripts" / "k6.sh"
 PEERS_RUN = ROOT / "loadtest" / "peers" / "run.sh"

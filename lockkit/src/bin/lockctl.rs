@@ -30,7 +30,7 @@ struct Cli {
     #[arg(long, default_value = "lockkit")]
     prefix: String,
     /// Multiplexed connections to spread operations over.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 2)]
     connections: usize,
     #[command(subcommand)]
     command: Command,

@@ -23,7 +23,7 @@ CREATE TABLE shards (
     initial    integer NOT NULL CHECK (initial >= 0),
     -- No CHECK (remaining >= 0): the unprotected strategies must be able to show what they do.
     remaining  integer NOT NULL,
-    -- Highest fencing token seen: claims need fence <= token, writes need fence = token.
+    -- Highest fencing token seen: claims need fence < token, writes need fence = token.
     fence      bigint NOT NULL DEFAULT 0,
     -- Compare-and-set version for the optimistic strategy.
     version    bigint NOT NULL DEFAULT 0,
@@ -65,12 +65,18 @@ CREATE TABLE user_purchases (
 );
 
 -- Commits one order in one round trip and one transaction; all or nothing.
---   p_guard = 'fence'   : each shard written only WHERE fence = p_guards[i] (set by a claim)
+--   p_guard = 'claim'   : the fenced read-modify-write in one transaction: claim each shard
+--                         (fence < p_guards[i], setting fence = p_guards[i]), read it, check
+--                         it has p_takes[i], write only WHERE fence = p_guards[i]. The claim is
+--                         strict: a grant claims once, and an equal fence can only be a repeat
+--                         handed out after Redis lost its counters, which must be refused (the
+--                         service then re-seeds the counter above it).
 --   p_guard = 'version' : each shard written only WHERE version = p_guards[i] (optimistic)
 --   p_guard = 'none'    : written blindly (what an unfenced lock or no lock does)
 --   p_guard = 'atomic'  : remaining = remaining - take WHERE remaining >= take (no read before)
 -- p_new_remaining holds the values computed by the caller (ignored for 'atomic').
 -- Errors: SK001 guard rejected (stale fence / version moved / stock short for 'atomic'),
+--         SK003 stock short for 'claim' (DETAIL 'shard:remaining'),
 --         SK002 per-user limit, 23505 idempotency key already used.
 CREATE FUNCTION seckill_commit(
     p_sku text, p_user text, p_quantity integer, p_key text, p_limit integer,
@@ -80,13 +86,23 @@ CREATE FUNCTION seckill_commit(
 LANGUAGE plpgsql AS $$
 DECLARE
     i integer;
+    v_remaining integer;
     v_id bigint;
     v_at timestamptz;
 BEGIN
     FOR i IN 1 .. array_length(p_shards, 1) LOOP
-        IF p_guard = 'fence' THEN
-            UPDATE shards SET remaining = p_new_remaining[i]
-             WHERE sku = p_sku AND shard = p_shards[i] AND fence = p_guards[i];
+        IF p_guard = 'claim' THEN
+            UPDATE shards SET fence = p_guards[i]
+             WHERE sku = p_sku AND shard = p_shards[i] AND fence < p_guards[i]
+            RETURNING remaining INTO v_remaining;
+            IF FOUND AND v_remaining < p_takes[i] THEN
+                RAISE EXCEPTION 'shard % of % has % left', p_shards[i], p_sku, v_remaining
+                    USING ERRCODE = 'SK003', DETAIL = p_shards[i] || ':' || v_remaining;
+            END IF;
+            IF FOUND THEN
+                UPDATE shards SET remaining = v_remaining - p_takes[i]
+                 WHERE sku = p_sku AND shard = p_shards[i] AND fence = p_guards[i];
+            END IF;
         ELSIF p_guard = 'version' THEN
             UPDATE shards SET remaining = p_new_remaining[i], version = version + 1
              WHERE sku = p_sku AND shard = p_shards[i] AND version = p_guards[i];
@@ -112,11 +128,11 @@ BEGIN
 
     INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key)
     VALUES (p_sku, p_user, p_quantity, p_shards[1],
-            CASE WHEN p_guard = 'fence' THEN p_guards[1] ELSE 0 END, p_key)
+            CASE WHEN p_guard = 'claim' THEN p_guards[1] ELSE 0 END, p_key)
     RETURNING orders.id, orders.created_at INTO v_id, v_at;
 
     INSERT INTO order_parts (order_id, sku, shard, quantity, fence)
-    SELECT v_id, p_sku, s, t, CASE WHEN p_guard = 'fence' THEN g ELSE 0 END
+    SELECT v_id, p_sku, s, t, CASE WHEN p_guard = 'claim' THEN g ELSE 0 END
       FROM unnest(p_shards, p_takes, p_guards) AS x(s, t, g);
 
     RETURN QUERY SELECT v_id, v_at;

@@ -8,7 +8,6 @@ use crate::error::ApiError;
 /// `(version, sql)` in order; append only.
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../migrations/0001_schema.sql")),
-    (2, include_str!("../../migrations/0002_claim_in_commit.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

@@ -34,8 +34,6 @@ pub enum CommitGuard {
     /// Claim each shard with our fence, read, check and write it where the fence is still ours:
     /// the whole fenced read-modify-write in one transaction.
     Claim,
-    /// Write only where the shard's fence still equals ours (after a separate claim).
-    Fence,
     /// Write only where the version is unchanged (optimistic).
     Version,
     /// Decrement only where enough stock remains (no prior read).
@@ -48,7 +46,6 @@ impl CommitGuard {
     fn as_sql(self) -> &'static str {
         match self {
             Self::Claim => "claim",
-            Self::Fence => "fence",
             Self::Version => "version",
             Self::Atomic => "atomic",
             Self::None => "none",
@@ -65,7 +62,7 @@ pub struct CommitPart {
     pub take: u32,
     /// Stock left after this order, as computed by the caller (ignored by `Atomic` and `Claim`).
     pub new_remaining: i64,
-    /// Fence or version to guard with (ignored by `Atomic` and `None`).
+    /// Fence (`Claim`) or version (`Version`) to guard with; ignored otherwise.
     pub guard: i64,
 }
 
@@ -188,6 +185,6 @@ pub(crate) async fn commit_order_on(
         user_id: request.user_id.to_string(),
         quantity: request.quantity.get(),
         shard: parts[0].shard,
-        fence: if matches!(guard, CommitGuard::Claim | CommitGuard::Fence) { parts[0].guard } else { 0 },
+        fence: if guard == CommitGuard::Claim { parts[0].guard } else { 0 },
     })
 }

@@ -1,7 +1,7 @@
 //! `sharded-fenced` (the default): shard locks for contention, fences for correctness.
 //!
 //! Under the lock, with its fence `t`, in one transaction (one round trip, one WAL flush): **claim**
-//! each shard (`fence <= t`, setting `fence = t`), read it, check it has enough, then write only
+//! each shard (`fence < t`, setting `fence = t`), read it, check it has enough, then write only
 //! **where `fence = t`** (`seckill_commit` with guard `claim`). A holder whose lease ran out while
 //! it paused cannot claim once a newer holder has: it sells nothing. A refused claim also re-seeds
 //! the Redis fence counter from the store, which is how the service recovers by itself after

@@ -1,0 +1,127 @@
+//! The HTTP client of one seckill instance: the calls the suite makes, with their raw outcome
+//! (status and body, or the transport error) left for [`history`](crate::history) to classify.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::{processes::seckill::ADMIN_TOKEN, settings::SaleSettings};
+
+/// What came back from one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// An HTTP answer.
+    Http {
+        /// Status code.
+        status: u16,
+        /// The body as JSON (`Null` if it was not JSON).
+        body: Value,
+    },
+    /// No HTTP answer.
+    Transport(TransportError),
+}
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportError {
+    /// The connection could not be made: the request was never sent.
+    Connect,
+    /// No answer within the client timeout: it may or may not have been processed.
+    Timeout,
+    /// The connection broke after the request may have been sent.
+    Broken,
+}
+
+/// A client of one instance.
+#[derive(Debug, Clone)]
+pub struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    /// A client of the instance at `base` (`http://127.0.0.1:PORT`) with a per-request `timeout`.
+    pub fn new(base: &str, timeout: Duration) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(1))
+            .pool_max_idle_per_host(64)
+            .build()
+            .context("build the HTTP client")?;
+        Ok(Self {
+            base: base.to_owned(),
+            http,
+        })
+    }
+
+    /// The instance's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// `POST /v1/sales/{sku}/orders` with an `Idempotency-Key`.
+    pub async fn order(&self, sku: &str, user: &str, quantity: u32, key: &str) -> Reply {
+        let request = self
+            .http
+            .post(format!("{}/v1/sales/{sku}/orders", self.base))
+            .header("Idempotency-Key", key)
+            .json(&json!({"user_id": user, "quantity": quantity}));
+        send(request).await
+    }
+
+    /// `PUT /v1/sales/{sku}` (admin): creates or resets the sale.
+    pub async fn put_sale(&self, sku: &str, sale: &SaleSettings, strategy: &str) -> Result<()> {
+        let body = json!({
+            "total": sale.total, "shards": sale.shards, "per_user_limit": sale.per_user_limit,
+            "max_per_order": sale.max_per_order, "strategy": strategy,
+        });
+        let request = self
+            .http
+            .put(format!("{}/v1/sales/{sku}", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&body);
+        match send(request).await {
+            Reply::Http { status: 200, .. } => Ok(()),
+            other => bail!("PUT /v1/sales/{sku} failed: {other:?}"),
+        }
+    }
+
+    /// `GET /v1/sales/{sku}/audit`.
+    pub async fn audit(&self, sku: &str) -> Result<Value> {
+        match send(self.http.get(format!("{}/v1/sales/{sku}/audit", self.base))).await {
+            Reply::Http { status: 200, body } => Ok(body),
+            other => bail!("GET audit failed: {other:?}"),
+        }
+    }
+
+    /// `GET /metrics` as text.
+    pub async fn metrics_text(&self) -> Result<String> {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(response.text().await?)
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Reply {
+    match request.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            match response.bytes().await {
+                Ok(bytes) => Reply::Http {
+                    status,
+                    body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                },
+                Err(e) if e.is_timeout() => Reply::Transport(TransportError::Timeout),
+                Err(_) => Reply::Transport(TransportError::Broken),
+            }
+        }
+        Err(e) if e.is_connect() => Reply::Transport(TransportError::Connect),
+        Err(e) if e.is_timeout() => Reply::Transport(TransportError::Timeout),
+        Err(_) => Reply::Transport(TransportError::Broken),
+    }
+}

@@ -1,0 +1,166 @@
+//! The suite's own Redis: a foreground `redis-server` child (so its PID is ours), without
+//! persistence, that scenarios can `kill -9` and restart empty.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use tokio::process::{Child, Command};
+
+use super::{PidFiles, Signal, port_open, signal, wait_until};
+
+/// Name of the pid file of the suite's Redis.
+const PID_NAME: &str = "redis";
+
+/// A `redis-server` the suite started on 127.0.0.1.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    pids: PidFiles,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts Redis on `port` with its files under `dir`: no RDB, no AOF, `DEBUG` from loopback.
+    pub async fn start(port: u16, dir: &Path, pids: &PidFiles) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        if port_open(port).await {
+            bail!("port {port} is already in use; stop what listens there or set --redis-port");
+        }
+        let mut server = Self {
+            port,
+            dir: dir.to_owned(),
+            pids: pids.clone(),
+            child: None,
+        };
+        server.spawn().await?;
+        Ok(server)
+    }
+
+    async fn spawn(&mut self) -> Result<()> {
+        let log = self.dir.join("redis.log");
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args([
+                "--daemonize",
+                "no",
+                "--enable-debug-command",
+                "local",
+                "--maxclients",
+                "2000",
+            ])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("start redis-server (is it installed? scripts/chaos.sh installs it)")?;
+        let pid = child.id().context("redis-server exited at once")?;
+        self.pids.record(PID_NAME, pid, "redis-server");
+        self.child = Some(child);
+        let url = self.url();
+        wait_until(Duration::from_secs(20), "redis answers PING", || ping(&url)).await
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The PID of the running server, if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
+    /// Whether the suite currently runs it.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// `kill -9`: every key, lock and fence counter is gone. Returns once the port is closed.
+    pub async fn kill9(&mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else {
+            bail!("redis is not running")
+        };
+        if let Some(pid) = child.id() {
+            signal(pid, Signal::SIGKILL)?;
+        }
+        child.wait().await.context("reap redis-server")?;
+        self.pids.forget(PID_NAME);
+        let port = self.port;
+        wait_until(
+            Duration::from_secs(10),
+            "redis port closed",
+            || async move { !port_open(port).await },
+        )
+        .await
+    }
+
+    /// Starts it again, empty, on the same port.
+    pub async fn restart(&mut self) -> Result<()> {
+        if self.child.is_some() {
+            bail!("redis is already running");
+        }
+        self.spawn().await
+    }
+
+    /// Stops it for good (SIGTERM, then SIGKILL after 5 s).
+    pub async fn stop(&mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        if let Some(pid) = child.id() {
+            signal(pid, Signal::SIGTERM)?;
+            if tokio::time::timeout(Duration::from_secs(5), child.wait())
+                .await
+                .is_err()
+            {
+                signal(pid, Signal::SIGKILL)?;
+                child.wait().await?;
+            }
+        }
+        self.pids.forget(PID_NAME);
+        Ok(())
+    }
+}
+
+/// Whether the Redis at `url` answers `PING`.
+pub async fn ping(url: &str) -> bool {
+    let attempt = async {
+        let mut conn = redis::Client::open(url)
+            .ok()?
+            .get_multiplexed_async_connection()
+            .await
+            .ok()?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), attempt).await,
+        Ok(Some(_))
+    )
+}

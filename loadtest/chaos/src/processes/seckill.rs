@@ -1,0 +1,312 @@
+//! A seckill instance: the real `seckill` binary on a loopback port, configured by environment
+//! variables, logging to a file the suite can quote as evidence. It can be paused (`SIGSTOP`),
+//! resumed (`SIGCONT`) and stopped, always by its own PID.
+
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use tokio::process::{Child, Command};
+
+use super::{PidFiles, Signal, alive, free_port, signal, wait_until};
+use crate::settings::ServiceSettings;
+
+/// The admin token the suite's instances accept.
+pub const ADMIN_TOKEN: &str = "chaos-admin-token";
+
+/// How one instance is started.
+#[derive(Debug, Clone)]
+pub struct InstanceSpec {
+    /// Short name (`a`, `b`, ...), used in logs and reports.
+    pub name: String,
+    /// `REDIS_URL`: the suite's Redis, or a fault proxy in front of it.
+    pub redis_url: String,
+    /// `DATABASE_URL`.
+    pub database_url: String,
+    /// Lease, deadline, pool, workers.
+    pub service: ServiceSettings,
+}
+
+/// A running seckill process.
+#[derive(Debug)]
+pub struct Instance {
+    name: String,
+    pid_name: String,
+    port: u16,
+    child: Option<Child>,
+    log: PathBuf,
+    paused: bool,
+    pids: PidFiles,
+}
+
+impl Instance {
+    /// Starts `binary` per `spec`, logging to `log_dir/LABEL-NAME.log`, and waits until `/readyz`
+    /// answers 200.
+    pub async fn start(
+        binary: &Path,
+        spec: &InstanceSpec,
+        label: &str,
+        log_dir: &Path,
+        pids: &PidFiles,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(log_dir)?;
+        let port = free_port()?;
+        let log = log_dir.join(format!("{label}-{}.log", spec.name));
+        let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
+        let s = &spec.service;
+        let child = Command::new(binary)
+            .env("SECKILL_LISTEN", format!("127.0.0.1:{port}"))
+            .env("REDIS_URL", &spec.redis_url)
+            .env("DATABASE_URL", &spec.database_url)
+            .env("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("SECKILL_LOCK_LEASE_MS", s.lock_lease_ms.to_string())
+            .env(
+                "SECKILL_REQUEST_DEADLINE_MS",
+                s.request_deadline_ms.to_string(),
+            )
+            .env("SECKILL_DB_POOL", s.db_pool.to_string())
+            .env("SECKILL_WORKERS", s.workers.to_string())
+            .env("RUST_LOG", "info")
+            .env_remove("SECKILL_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("start {}", binary.display()))?;
+        let pid = child.id().context("seckill exited at once")?;
+        let pid_name = format!("seckill-{label}-{}", spec.name);
+        pids.record(&pid_name, pid, "seckill");
+        let mut instance = Self {
+            name: spec.name.clone(),
+            pid_name,
+            port,
+            child: Some(child),
+            log,
+            paused: false,
+            pids: pids.clone(),
+        };
+        let url = format!("{}/readyz", instance.base_url());
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(1))
+            .build()?;
+        let ready = wait_until(
+            Duration::from_secs(30),
+            "seckill /readyz answers 200",
+            || async { matches!(http.get(&url).send().await, Ok(r) if r.status().as_u16() == 200) },
+        )
+        .await;
+        if let Err(e) = ready {
+            let tail = instance.log_tail(20);
+            instance.stop().await.ok();
+            bail!("instance {} did not become ready: {e}\n{tail}", spec.name);
+        }
+        Ok(instance)
+    }
+
+    /// Its short name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its PID while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
+    /// Its log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// `SIGSTOP`: the process freezes mid-whatever, its leases run out in Redis.
+    pub fn pause(&mut self) -> Result<()> {
+        let pid = self.pid().context("instance is not running")?;
+        signal(pid, Signal::SIGSTOP)?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// `SIGCONT` after [`pause`](Self::pause).
+    pub fn resume(&mut self) -> Result<()> {
+        if self.paused {
+            let pid = self.pid().context("instance is not running")?;
+            signal(pid, Signal::SIGCONT)?;
+            self.paused = false;
+        }
+        Ok(())
+    }
+
+    /// Whether it is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Whether the process is still alive (not crashed).
+    pub fn is_alive(&self) -> bool {
+        self.pid().is_some_and(alive)
+    }
+
+    /// Stops it: resume if paused, SIGTERM (graceful, drains requests), SIGKILL after 12 s.
+    pub async fn stop(&mut self) -> Result<()> {
+        self.resume()?;
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        if let Some(pid) = child.id() {
+            signal(pid, Signal::SIGTERM)?;
+            if tokio::time::timeout(Duration::from_secs(12), child.wait())
+                .await
+                .is_err()
+            {
+                signal(pid, Signal::SIGKILL)?;
+                child.wait().await?;
+            }
+        }
+        self.pids.forget(&self.pid_name);
+        Ok(())
+    }
+
+    /// Counters scraped from `/metrics`: the sum over all label sets of each metric name
+    /// (`lockkit_leases_lost_total`, ...).
+    pub async fn metrics(&self) -> Result<BTreeMap<String, f64>> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()?;
+        let text = http
+            .get(format!("{}/metrics", self.base_url()))
+            .send()
+            .await?
+            .error_for_status()?
+            .text()
+            .await?;
+        Ok(parse_prometheus(&text))
+    }
+
+    /// The last `n` lines of its log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// Log lines containing any of `needles` (at most `limit`, first ones first), prefixed with
+    /// the instance name: evidence for a report.
+    pub fn log_lines(&self, needles: &[&str], limit: usize) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter(|l| needles.iter().any(|n| l.contains(n)))
+            .take(limit)
+            .map(|l| format!("{}: {}", self.name, strip_ansi(l)))
+            .collect()
+    }
+}
+
+/// Sums Prometheus text exposition by metric name (labels dropped), skipping comments and
+/// histogram buckets.
+pub fn parse_prometheus(text: &str) -> BTreeMap<String, f64> {
+    let mut sums = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let (series, value) = match line.rsplit_once(' ') {
+            Some(parts) => parts,
+            None => continue,
+        };
+        let name = series.split('{').next().unwrap_or(series);
+        if name.ends_with("_bucket") {
+            continue;
+        }
+        if let Ok(v) = value.parse::<f64>() {
+            *sums.entry(name.to_owned()).or_insert(0.0) += v;
+        }
+    }
+    sums
+}
+
+/// Sums Prometheus series of `name` whose labels include `label="value"`.
+pub fn sum_labelled(text: &str, name: &str, label: &str, keep: impl Fn(&str) -> bool) -> f64 {
+    let prefix = format!("{name}{{");
+    let key = format!("{label}=\"");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| {
+            let start = l.find(&key)? + key.len();
+            let end = start + l[start..].find('"')?;
+            let value: f64 = l.rsplit_once(' ')?.1.parse().ok()?;
+            keep(&l[start..end]).then_some(value)
+        })
+        .sum()
+}
+
+/// Removes ANSI colour escapes from a log line.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.resume();
+            self.pids.forget(&self.pid_name);
+        }
+        // kill_on_drop ends the child itself.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "# TYPE lockkit_leases_lost_total counter\n\
+        lockkit_leases_lost_total{cause=\"gone\"} 3\n\
+        lockkit_leases_lost_total{cause=\"expired\"} 2\n\
+        seckill_http_requests_total{route=\"/x\",method=\"GET\",status=\"200\"} 7\n\
+        seckill_http_requests_total{route=\"/x\",method=\"GET\",status=\"503\"} 1\n\
+        seckill_http_requests_total{route=\"/x\",method=\"POST\",status=\"500\"} 2\n\
+        lockkit_hold_seconds_bucket{le=\"0.5\"} 9\n";
+
+    #[test]
+    fn prometheus_counters_are_summed_over_labels() {
+        let m = parse_prometheus(TEXT);
+        assert_eq!(m["lockkit_leases_lost_total"], 5.0);
+        assert_eq!(m["seckill_http_requests_total"], 10.0);
+        assert!(!m.contains_key("lockkit_hold_seconds_bucket"));
+        let server_errors = sum_labelled(TEXT, "seckill_http_requests_total", "status", |s| {
+            s.starts_with('5') && s != "503"
+        });
+        assert_eq!(server_errors, 2.0);
+    }
+
+    #[test]
+    fn ansi_colours_are_stripped() {
+        assert_eq!(
+            strip_ansi("\u{1b}[33m WARN\u{1b}[0m lease lost"),
+            " WARN lease lost"
+        );
+    }
+}

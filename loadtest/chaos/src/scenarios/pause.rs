@@ -1,0 +1,119 @@
+//! `pause`: `SIGSTOP` instance `b` under load for longer than the lock lease, then `SIGCONT`.
+//! While it is frozen it very likely holds shard locks in the middle of a read-modify-write; the
+//! leases run out, `a` takes the shards over, and when `b` wakes up its claims and writes carry
+//! fences older than the ones the shards have seen: PostgreSQL refuses them.
+//!
+//! The same plan, against the unfenced `redis-lock` strategy, is the [`control`](super::control).
+
+use anyhow::Result;
+
+use super::under_load::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET};
+use crate::{
+    report::Check,
+    settings::{Budget, SaleSettings},
+};
+
+/// Pauses the target instance past its lease, in rounds.
+pub(crate) struct Pause {
+    name: &'static str,
+    description: &'static str,
+    strategy: &'static str,
+    /// The control: expect the stock checks to be violated, and drain the sale to show it.
+    control: bool,
+}
+
+impl Pause {
+    /// Against the fenced strategy: late writes must be refused.
+    pub(crate) fn fenced() -> Self {
+        Self {
+            name: "pause",
+            description: "SIGSTOP instance b under load for longer than the lock lease, then SIGCONT; a takes its shards over and the fences refuse b's late claims and writes.",
+            strategy: FENCED,
+            control: false,
+        }
+    }
+
+    /// Against a strategy without fencing: the checker must catch the damage.
+    pub(crate) fn control(strategy: &'static str) -> Self {
+        Self {
+            name: "control",
+            description: "The pause scenario against the redis-lock strategy (locks, no fences): b's late writes land over a's, and the checker must detect the oversell / inconsistent shards, or the suite fails.",
+            strategy,
+            control: true,
+        }
+    }
+
+    fn effect_seen(&self, probe: &Probe) -> bool {
+        if self.control {
+            probe.violated()
+        } else {
+            probe.fence_rejections > 0
+        }
+    }
+}
+
+impl FaultPlan for Pause {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn description(&self) -> &'static str {
+        self.description
+    }
+
+    fn strategy(&self) -> &'static str {
+        self.strategy
+    }
+
+    fn sale(&self, budget: &Budget) -> SaleSettings {
+        if self.control {
+            budget.control_sale.clone()
+        } else {
+            budget.sale.clone()
+        }
+    }
+
+    async fn inject(&mut self, run: &mut FaultRun<'_>) -> Result<()> {
+        let length = run.budget.fault_length;
+        let pause = async |run: &mut FaultRun<'_>, _| {
+            let target = &run.instances[TARGET];
+            let (name, pid) = (target.name().to_owned(), target.pid().unwrap_or_default());
+            let fault = run.begin(
+                format!("SIGSTOP {name} (pid {pid}) for {} ms", length.as_millis()),
+                Some(TARGET),
+            );
+            run.instances[TARGET].pause()?;
+            run.hold(length).await;
+            run.instances[TARGET].resume()?;
+            run.healed(fault);
+            Ok(())
+        };
+        // The control stops at the first detection: its sale is small and soon sold out.
+        if self.control {
+            run.rounds_until(|probe| self.effect_seen(probe), pause)
+                .await?;
+        } else {
+            run.rounds(|probe| self.effect_seen(probe), pause).await?;
+        }
+        Ok(())
+    }
+
+    fn expects_violation(&self) -> bool {
+        self.control
+    }
+
+    fn expectations(&self, outcome: &RunOutcome<'_>) -> Vec<Check> {
+        if self.control {
+            return Vec::new();
+        }
+        let stale = outcome.findings.stale_rejected;
+        vec![Check::new(
+            "fence_rejections_seen",
+            stale > 0,
+            format!(
+                "{stale} claims/writes refused by fences after {} pause(s)",
+                outcome.rounds
+            ),
+        )]
+    }
+}

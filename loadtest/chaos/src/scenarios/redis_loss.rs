@@ -1,0 +1,61 @@
+//! `redis-loss`: `kill -9` the suite's Redis mid-load and restart it empty (no persistence):
+//! every lock and every fence counter is gone. Fence counters restart below what PostgreSQL has
+//! accepted, so the first claims after the restart are refused, and the service re-seeds the
+//! counters from the store by itself. Measured: the time from the kill to the first 201 after the
+//! restart.
+
+use anyhow::Result;
+
+use super::under_load::{FaultPlan, FaultRun, RunOutcome};
+use crate::report::Check;
+
+/// Kills Redis and restarts it empty, in rounds.
+pub(crate) struct RedisLoss;
+
+impl FaultPlan for RedisLoss {
+    fn name(&self) -> &'static str {
+        "redis-loss"
+    }
+
+    fn description(&self) -> &'static str {
+        "kill -9 Redis mid-load and restart it empty (no persistence): locks and fence counters are gone; the service must re-seed its fences from PostgreSQL by itself and sell on, without overselling."
+    }
+
+    async fn inject(&mut self, run: &mut FaultRun<'_>) -> Result<()> {
+        // Down for one lease: long enough for every client to notice, short enough to measure
+        // recovery rather than downtime.
+        let down = run.budget.lease();
+        run.rounds(
+            |probe| probe.fence_rejections > 0,
+            async |run: &mut FaultRun<'_>, _| {
+                let pid = run.env.redis.pid().unwrap_or_default();
+                let fault = run.begin(
+                    format!(
+                        "kill -9 redis (pid {pid}), restart empty after {} ms",
+                        down.as_millis()
+                    ),
+                    None,
+                );
+                run.env.redis.kill9().await?;
+                run.hold(down).await;
+                run.env.redis.restart().await?;
+                run.healed(fault);
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    fn expectations(&self, outcome: &RunOutcome<'_>) -> Vec<Check> {
+        let stale = outcome.findings.stale_rejected;
+        vec![Check::new(
+            "fences_reseeded_from_store",
+            stale > 0,
+            format!(
+                "{stale} claims refused with counters below the store's fences (each followed by a re-seed), after {} restart(s)",
+                outcome.rounds
+            ),
+        )]
+    }
+}

@@ -1,0 +1,211 @@
+//! How long and how hard each scenario runs: one [`Budget`] for the full suite (`make chaos`) and
+//! one for the bounded suite (`scripts/chaos.sh --bounded`, run by `make test`). Every number a
+//! scenario uses comes from here, so the two modes differ in one place only.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Full or bounded run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every scenario at its full length (10-20 s each).
+    Full,
+    /// Every scenario shortened to a few seconds.
+    Bounded,
+}
+
+impl Mode {
+    /// `full` or `bounded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Bounded => "bounded",
+        }
+    }
+}
+
+/// The settings of the seckill instances under test.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceSettings {
+    /// `SECKILL_LOCK_LEASE_MS`: short, so that faults outlast it.
+    pub lock_lease_ms: u64,
+    /// `SECKILL_REQUEST_DEADLINE_MS`.
+    pub request_deadline_ms: u64,
+    /// `SECKILL_DB_POOL`.
+    pub db_pool: u32,
+    /// `SECKILL_WORKERS`.
+    pub workers: u32,
+}
+
+/// The sale every load-driven scenario sells from.
+#[derive(Debug, Clone, Serialize)]
+pub struct SaleSettings {
+    /// Units for sale.
+    pub total: u32,
+    /// Shards (each with its own lock).
+    pub shards: u32,
+    /// Most units one user may buy.
+    pub per_user_limit: u32,
+    /// Most units in one order.
+    pub max_per_order: u32,
+    /// Distinct users the load draws from.
+    pub users: u32,
+}
+
+/// The load and fault budget of one mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct Budget {
+    /// Which mode this is.
+    pub mode: Mode,
+    /// The service instances.
+    pub service: ServiceSettings,
+    /// The sale.
+    pub sale: SaleSettings,
+    /// The control scenario's sale: small enough to sell out within the drain.
+    pub control_sale: SaleSettings,
+    /// Client tasks issuing orders, split evenly over the instances.
+    pub workers: usize,
+    /// Most load requests one scenario may send.
+    pub max_requests: u64,
+    /// Share of operations that replay an earlier acknowledged idempotency key.
+    pub replay_fraction: f64,
+    /// Client timeout of one request (longer than the service's deadline).
+    #[serde(with = "ms")]
+    pub request_timeout: Duration,
+    /// Load before the first fault.
+    #[serde(with = "ms")]
+    pub warmup: Duration,
+    /// Load after the last fault has healed.
+    #[serde(with = "ms")]
+    pub settle: Duration,
+    /// Faults of each kind injected at least (more only when an expected effect is not seen yet).
+    pub fault_rounds: u32,
+    /// Most rounds when an expected effect (e.g. a fence rejection) has not been seen yet.
+    pub max_fault_rounds: u32,
+    /// How long a fault lasts (SIGSTOP, partition, Redis or PostgreSQL down, early expiries).
+    #[serde(with = "ms")]
+    pub fault_length: Duration,
+    /// Time between two fault rounds.
+    #[serde(with = "ms")]
+    pub fault_gap: Duration,
+    /// Hard cap on one scenario's fault phase.
+    #[serde(with = "ms")]
+    pub fault_phase_cap: Duration,
+    /// Hard cap on draining a sale to sold out (control scenario).
+    #[serde(with = "ms")]
+    pub drain_cap: Duration,
+    /// Schemathesis examples per API operation.
+    pub fuzz_examples: u32,
+    /// Hard cap on the schemathesis run.
+    #[serde(with = "ms")]
+    pub fuzz_time_cap: Duration,
+}
+
+impl Budget {
+    /// The budget of `mode`.
+    pub fn for_mode(mode: Mode) -> Self {
+        let service = ServiceSettings {
+            lock_lease_ms: 1000,
+            request_deadline_ms: 1500,
+            db_pool: 16,
+            workers: 2,
+        };
+        let main_sale = sale(100_000);
+        match mode {
+            Mode::Full => Self {
+                mode,
+                service,
+                sale: main_sale.clone(),
+                control_sale: sale(12_000),
+                workers: 32,
+                max_requests: 200_000,
+                replay_fraction: 0.05,
+                request_timeout: Duration::from_secs(3),
+                warmup: Duration::from_secs(2),
+                settle: Duration::from_secs(3),
+                fault_rounds: 3,
+                max_fault_rounds: 6,
+                fault_length: Duration::from_millis(3000),
+                fault_gap: Duration::from_millis(2000),
+                fault_phase_cap: Duration::from_secs(45),
+                drain_cap: Duration::from_secs(30),
+                fuzz_examples: 150,
+                fuzz_time_cap: Duration::from_secs(240),
+            },
+            Mode::Bounded => Self {
+                mode,
+                service,
+                sale: main_sale,
+                control_sale: sale(4_000),
+                workers: 24,
+                max_requests: 40_000,
+                replay_fraction: 0.05,
+                request_timeout: Duration::from_secs(3),
+                warmup: Duration::from_millis(1000),
+                settle: Duration::from_millis(1500),
+                fault_rounds: 1,
+                max_fault_rounds: 4,
+                fault_length: Duration::from_millis(2500),
+                fault_gap: Duration::from_millis(1000),
+                fault_phase_cap: Duration::from_secs(25),
+                drain_cap: Duration::from_secs(15),
+                fuzz_examples: 25,
+                fuzz_time_cap: Duration::from_secs(90),
+            },
+        }
+    }
+
+    /// The lock lease of the instances.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.service.lock_lease_ms)
+    }
+}
+
+/// A sale of `total` units over 20 shards, as in the reference deployment, with enough users that
+/// the per-user limit is exercised but never stops the sale from selling out.
+fn sale(total: u32) -> SaleSettings {
+    SaleSettings {
+        total,
+        shards: 20,
+        per_user_limit: 4,
+        max_per_order: 2,
+        users: 50_000,
+    }
+}
+
+/// Serialises a duration as whole milliseconds.
+mod ms {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_outlast_the_lease_and_bounded_is_shorter() {
+        for mode in [Mode::Full, Mode::Bounded] {
+            let b = Budget::for_mode(mode);
+            assert!(
+                b.fault_length > b.lease(),
+                "{mode:?}: a fault must outlast the lease"
+            );
+            assert!(b.request_timeout > Duration::from_millis(b.service.request_deadline_ms));
+            assert!(b.fault_rounds <= b.max_fault_rounds);
+        }
+        let (full, bounded) = (
+            Budget::for_mode(Mode::Full),
+            Budget::for_mode(Mode::Bounded),
+        );
+        assert!(bounded.fault_phase_cap < full.fault_phase_cap);
+        assert!(bounded.max_requests < full.max_requests);
+    }
+}

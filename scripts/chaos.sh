@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# The chaos suite: fault injection against seckill and lockkit (crate loadtest/chaos).
+#
+#   scripts/chaos.sh                 full run (`make chaos`): every scenario at full length;
+#                                    report in loadtest/results/chaos-latest.{json,md}
+#   scripts/chaos.sh --bounded       every scenario shortened (what `make test` runs);
+#                                    report in .run/chaos/results/chaos-bounded.{json,md}
+#   scripts/chaos.sh --bounded --only pause,control    a subset (`--list` names them)
+#
+# Other arguments go to the runner (`--out-dir`, `--prefix`, ...). The suite starts its OWN Redis
+# (127.0.0.1:6391) and PostgreSQL (127.0.0.1:5441) under .run/chaos/, never the project's
+# 6390 / 5440, and seckill instances on free loopback ports. It builds seckill and the runner
+# (release profile for the full run, dev for the bounded one), installs schemathesis into
+# .run/chaos/venv, and on exit ends whatever it started, by PID.
+#
+# Environment: CHAOS_PROFILE (dev | release), CHAOS_REDIS_PORT, CHAOS_PG_PORT, CHAOS_FUZZ_SEED,
+# CHAOS_LOCK_WAIT (seconds to wait for another run of the suite in this checkout, default 900).
+# Exits non-zero if any scenario failed (or the suite could not run).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+WORK=".run/chaos"
+PG_BIN="/usr/lib/postgresql/15/bin"
+VENV="$WORK/venv"
+SCHEMATHESIS_SPEC='schemathesis>=4.32,<5'
+
+log() { printf '[chaos.sh] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 2; }
+
+for arg in "$@"; do
+    if [[ "$arg" == -h || "$arg" == --help ]]; then
+        sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        exit 0
+    fi
+done
+
+# One suite run at a time per checkout: the ports, .run/chaos and the leftovers cleanup are
+# shared. `flock -o` holds the lock in the flock process and does not hand it to the servers.
+if [[ -z "${CHAOS_LOCKED:-}" ]]; then
+    install -d -m 0755 .run "$WORK"
+    exec env CHAOS_LOCKED=1 flock -o -w "${CHAOS_LOCK_WAIT:-900}" "$WORK/lock" bash "${BASH_SOURCE[0]}" "$@"
+fi
+
+bounded=0
+own_out_dir=0
+for arg in "$@"; do
+    [[ "$arg" != --bounded ]] || bounded=1
+    [[ "$arg" != --out-dir* ]] || own_out_dir=1
+done
+
+if [[ -n "${CHAOS_PROFILE:-}" ]]; then
+    PROFILE="$CHAOS_PROFILE"
+elif [[ "$bounded" -eq 1 ]]; then
+    PROFILE=dev   # shares its build with `make test`
+else
+    PROFILE=release
+fi
+case "$PROFILE" in
+    dev) TARGET_DIR=target/debug ;;
+    release) TARGET_DIR=target/release ;;
+    *) die "CHAOS_PROFILE must be dev or release, not $PROFILE" ;;
+esac
+
+# ---------------------------------------------------------------------------------------------
+# cleanup: end what a suite run started and left behind (pid files `PID COMM`), never by name
+
+pid_matches() {
+    local pid="$1" comm="$2"
+    [[ "$pid" =~ ^[0-9]+$ && -r "/proc/$pid/comm" ]] || return 1
+    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$comm" ]]
+}
+
+as_pg() {
+    if [[ "$(id -u)" -eq 0 ]]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
+}
+
+cleanup_leftovers() {
+    local file pid comm
+    if [[ -d "$WORK/pids" ]]; then
+        for file in "$WORK"/pids/*.pid; do
+            [[ -e "$file" ]] || continue
+            read -r pid comm <"$file" || true
+            if [[ "$comm" != postgres ]] && pid_matches "$pid" "$comm"; then
+                log "ending leftover $comm (pid $pid, $(basename "$file"))"
+                kill -CONT "$pid" 2>/dev/null || true
+                kill -KILL "$pid" 2>/dev/null || true
+            fi
+            [[ "$comm" == postgres ]] || rm -f "$file"
+        done
+    fi
+    local data="$WORK/pg/data"
+    if [[ -s "$data/postmaster.pid" ]]; then
+        pid="$(head -n 1 "$data/postmaster.pid" | tr -d '[:space:]')"
+        if pid_matches "$pid" postgres; then
+            log "stopping leftover postgres (pid $pid)"
+            as_pg "$PG_BIN/pg_ctl" -D "$ROOT/$data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+        fi
+    fi
+    rm -f "$WORK/pids/postgres.pid"
+}
+
+# shellcheck disable=SC2317  # invoked by the traps
+on_exit() {
+    local rc=$?
+    cleanup_leftovers
+    exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------------------------------------
+# prerequisites
+
+ensure_packages() {
+    local missing=()
+    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    [[ -x "$PG_BIN/initdb" ]] || missing+=(postgresql-15)
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+    [[ "${#missing[@]}" -gt 0 ]] || return 0
+    [[ "$(id -u)" -eq 0 ]] || die "missing packages: ${missing[*]} (sudo apt-get install -y ${missing[*]})"
+    log "apt-get install -y ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y "${missing[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${missing[@]}" >&2; } \
+        || die "could not install ${missing[*]}"
+}
+
+ensure_schemathesis() {
+    if [[ -x "$VENV/bin/st" ]]; then
+        return 0
+    fi
+    log "installing $SCHEMATHESIS_SPEC into $VENV"
+    python3 -m venv "$VENV" >&2 || return 1
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "$SCHEMATHESIS_SPEC" >&2 || return 1
+}
+
+ensure_packages
+cleanup_leftovers
+install -d -m 0755 .run "$WORK"
+
+started=$SECONDS
+log "building seckill and the chaos runner ($PROFILE profile)"
+cargo build --profile "$PROFILE" -p seckill -p chaos --bins >&2
+log "built in $((SECONDS - started)) s"
+
+runner_args=(--seckill-bin "$TARGET_DIR/seckill" --work-dir "$WORK")
+if ensure_schemathesis; then
+    runner_args+=(--schemathesis "$VENV/bin/st")
+else
+    log "WARNING: schemathesis could not be installed; the fuzz scenario will fail"
+fi
+if [[ "$own_out_dir" -eq 0 && "$bounded" -eq 1 ]]; then
+    runner_args+=(--out-dir "$WORK/results")
+elif [[ "$own_out_dir" -eq 0 ]]; then
+    runner_args+=(--out-dir loadtest/results)
+fi
+if commit="$(git rev-parse --short=12 HEAD 2>/dev/null)"; then
+    [[ -z "$(git status --porcelain 2>/dev/null)" ]] || commit="$commit+changes"
+    runner_args+=(--commit "$commit")
+fi
+
+status=0
+"$TARGET_DIR/chaos" "${runner_args[@]}" "$@" || status=$?
+log "finished in $((SECONDS - started)) s (build included), exit $status"
+exit "$status"
