@@ -30,6 +30,11 @@ eval "$(bash scripts/services.sh env)"
 echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL" >&2
 
 status=0
+# Lints and docs are part of the build: warnings fail it (missing docs, broken doc links, clippy).
+echo "[test] cargo clippy, cargo doc" >&2
+cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || status=1
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || status=1
+
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --all-features --no-fail-fast "$@" || status=$?
     # nextest does not run doctests.

@@ -1,7 +1,7 @@
 //! The scenarios, one file each. Those that inject faults under load implement
 //! [`under_load::FaultPlan`] and share one run ([`under_load::run`]): start two instances, create
-//! a sale, drive the load, inject, heal, resolve, check. The others ([`fuzz`], [`lock_tokens`],
-//! [`redlock`]) are self-contained.
+//! a sale, drive the load, inject, heal, resolve, check. The others (`fuzz`, `lock_tokens`,
+//! `redlock`) are self-contained.
 
 mod control;
 mod early_expiry;

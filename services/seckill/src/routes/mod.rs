@@ -1,5 +1,5 @@
 //! HTTP routes. Handlers parse input into domain values, call the inventory, and map results;
-//! all status codes come from [`ApiError`](crate::error::ApiError).
+//! all status codes come from [`ApiError`].
 
 mod admin;
 mod audit;
