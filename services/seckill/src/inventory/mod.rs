@@ -162,7 +162,7 @@ impl Inventory {
     /// A replayed idempotency key costs no lookup up front: the commit refuses a second order
     /// with that key (unique index), and every refusal (duplicate key, user limit, sold out)
     /// checks for an earlier order under the key before answering.
-    #[tracing::instrument(skip_all, fields(sku = %view.sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
+    #[tracing::instrument(level = "debug", skip_all, fields(sku = %view.sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
     pub async fn buy(&self, view: &SaleView, request: &OrderRequest) -> Result<Purchase, ApiError> {
         let sale = &view.sale;
         let deadline = Instant::now() + self.deadline;
