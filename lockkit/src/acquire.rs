@@ -75,7 +75,8 @@ enum Attempt {
 
 async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
     let core = request.core;
-    let keys = LockKeys::new(&core.config.prefix, request.name)?;
+    // Shared by the attempts, the undo of a cancelled one and the lease: built once.
+    let keys = Arc::new(LockKeys::new(&core.config.prefix, request.name)?);
     let started = Instant::now();
     let deadline = started + request.wait;
     let mut attempts = 1;
@@ -132,7 +133,7 @@ fn granted(mut guard: LockGuard, attempts: u32, started: Instant) -> LockGuard {
 }
 
 /// One round trip of the acquire script.
-async fn attempt(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>) -> Result<Attempt> {
+async fn attempt(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Duration>) -> Result<Attempt> {
     let result = try_acquire(core, keys, lease).await;
     metrics::attempt(match &result {
         Ok(Attempt::Granted(_)) => "acquired",
@@ -142,7 +143,7 @@ async fn attempt(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>) -> 
     result
 }
 
-async fn try_acquire(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>) -> Result<Attempt> {
+async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Duration>) -> Result<Attempt> {
     let (lease, renews) = match lease {
         Some(lease) => (lease, false),
         None => (core.config.default_lease, true),
@@ -158,10 +159,8 @@ async fn try_acquire(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>)
     let mut invocation = SCRIPTS.acquire.prepare_invoke();
     invocation.key(&keys.lock).key(&keys.fence).arg(&token).arg(millis(lease));
     let sent_at = Instant::now();
-    let reply = match tokio::time::timeout(timeout, invocation.invoke_async::<(i64, i64)>(&mut lane.conn)).await {
-        Ok(reply) => reply.map_err(Error::from),
-        Err(_) => Err(Error::unanswered("an acquire", timeout)),
-    };
+    // Bounded by the connection's response timeout (the client's command timeout).
+    let reply = invocation.invoke_async::<(i64, i64)>(&mut lane.conn).await.map_err(Error::from);
     core.conns.report(&lane, &reply);
     let (granted, value) = reply?;
     undo.disarm();
@@ -172,7 +171,7 @@ async fn try_acquire(core: &Arc<Core>, keys: &LockKeys, lease: Option<Duration>)
     metrics::granted(fence);
     let schedule = Schedule::granted(sent_at, lease, renews);
     let next_event = schedule.next_event();
-    let lease = Arc::new(Lease::new(core.registry.next_id(), keys.clone(), token, fence, schedule));
+    let lease = Arc::new(Lease::new(core.registry.next_id(), Arc::clone(keys), token, fence, schedule));
     core.registry.insert(lease.clone(), next_event);
     Ok(Attempt::Granted(LockGuard::new(core.clone(), lease)))
 }
@@ -186,12 +185,12 @@ fn new_token() -> String {
 /// script may have reached Redis.
 struct UndoOnCancel<'a> {
     core: &'a Core,
-    armed: Option<(MultiplexedConnection, LockKeys, String)>,
+    armed: Option<(MultiplexedConnection, Arc<LockKeys>, String)>,
 }
 
 impl<'a> UndoOnCancel<'a> {
-    fn new(core: &'a Core, conn: &MultiplexedConnection, keys: &LockKeys, token: &str) -> Self {
-        Self { core, armed: Some((conn.clone(), keys.clone(), token.to_owned())) }
+    fn new(core: &'a Core, conn: &MultiplexedConnection, keys: &Arc<LockKeys>, token: &str) -> Self {
+        Self { core, armed: Some((conn.clone(), Arc::clone(keys), token.to_owned())) }
     }
 
     fn disarm(&mut self) {

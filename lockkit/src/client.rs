@@ -45,13 +45,14 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// Runs one Redis operation on the next connection, bounded by the command timeout.
+    /// Runs one Redis operation on the next connection; each command is bounded by the command
+    /// timeout (set as the connections' response timeout).
     pub(crate) async fn run<T>(
         &self,
         what: &str,
         op: impl AsyncFnOnce(&mut redis::aio::MultiplexedConnection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.conns.run(what, self.config.command_timeout, op).await
+        self.conns.run(what, None, op).await
     }
 }
 

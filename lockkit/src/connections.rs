@@ -65,11 +65,13 @@ impl Connections {
         }
     }
 
-    /// Runs `op` on the next lane, the checkout and the command together bounded by `timeout`.
+    /// Runs `op` on the next lane. Each command is bounded by the connection's response timeout
+    /// (the client's command timeout); `budget` additionally bounds the checkout and all of `op`,
+    /// for callers with a tighter deadline (the watchdog).
     pub(crate) async fn run<T>(
         &self,
         what: &str,
-        timeout: Duration,
+        budget: Option<Duration>,
         op: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let run = async {
@@ -78,6 +80,9 @@ impl Connections {
             self.report(&lane, &outcome);
             outcome
         };
-        tokio::time::timeout(timeout, run).await.unwrap_or_else(|_| Err(Error::unanswered(what, timeout)))
+        match budget {
+            Some(budget) => tokio::time::timeout(budget, run).await.unwrap_or_else(|_| Err(Error::unanswered(what, budget))),
+            None => run.await,
+        }
     }
 }

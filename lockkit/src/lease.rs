@@ -111,7 +111,7 @@ pub(crate) struct LeaseState {
 pub(crate) struct Lease {
     /// Key in the watchdog's registry.
     pub(crate) id: u64,
-    pub(crate) keys: LockKeys,
+    pub(crate) keys: Arc<LockKeys>,
     /// The random owner token stored in the lock key. Never leaves the process.
     pub(crate) token: String,
     pub(crate) fence: Fence,
@@ -126,7 +126,7 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    pub(crate) fn new(id: u64, keys: LockKeys, token: String, fence: Fence, schedule: Schedule) -> Self {
+    pub(crate) fn new(id: u64, keys: Arc<LockKeys>, token: String, fence: Fence, schedule: Schedule) -> Self {
         Self {
             id,
             keys,
@@ -208,7 +208,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn lost_signal_fires_once_with_the_first_cause() {
-        let keys = LockKeys::new("lockkit", "x").unwrap();
+        let keys = Arc::new(LockKeys::new("lockkit", "x").unwrap());
         let t0 = Instant::now();
         let lease = Arc::new(Lease::new(1, keys, "t".into(), Fence::new(1), Schedule::granted(t0, LEASE, true)));
         let signal = lease.lost_signal();

@@ -95,7 +95,7 @@ pub(crate) enum Job {
     Release(Arc<Core>, Arc<Lease>),
     /// An acquire was cancelled while its script was in flight: undo a possible grant with an
     /// owner-checked delete on the *same* connection, so it reaches Redis after the acquire.
-    Abandoned { conn: MultiplexedConnection, keys: LockKeys, token: String },
+    Abandoned { conn: MultiplexedConnection, keys: Arc<LockKeys>, token: String },
 }
 
 /// Starts the watchdog of a client. It stops when the client and every guard are gone (the job
@@ -192,7 +192,7 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
         pipe.add_command(extend_cmd(&lease.keys.lock, &lease.token, millis(state.schedule.lease())));
     }
     metrics::renewal_round_trip();
-    let outcome = core.conns.run("a lease renewal", budget, async |conn| run_pipeline(conn, &pipe).await).await;
+    let outcome = core.conns.run("a lease renewal", Some(budget), async |conn| run_pipeline(conn, &pipe).await).await;
     let now = Instant::now();
     match outcome {
         Ok(replies) => {
