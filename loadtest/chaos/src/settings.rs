@@ -63,7 +63,8 @@ pub struct Budget {
     pub service: ServiceSettings,
     /// The sale.
     pub sale: SaleSettings,
-    /// The control scenario's sale: small enough to sell out within the drain.
+    /// The control scenario's sale: small enough to sell out within the drain, large enough not
+    /// to sell out before the first pause (the service sells a few thousand units a second).
     pub control_sale: SaleSettings,
     /// Client tasks issuing orders, split evenly over the instances.
     pub workers: usize,
@@ -118,7 +119,7 @@ impl Budget {
                 mode,
                 service,
                 sale: main_sale.clone(),
-                control_sale: sale(12_000),
+                control_sale: sale(40_000),
                 workers: 32,
                 max_requests: 200_000,
                 replay_fraction: 0.05,
@@ -138,7 +139,7 @@ impl Budget {
                 mode,
                 service,
                 sale: main_sale,
-                control_sale: sale(4_000),
+                control_sale: sale(20_000),
                 workers: 24,
                 max_requests: 40_000,
                 replay_fraction: 0.05,
