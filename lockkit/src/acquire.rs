@@ -149,17 +149,14 @@ async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Durat
         None => (core.config.default_lease, true),
     };
     let token = new_token();
-    let timeout = core.config.command_timeout;
-    let mut lane = tokio::time::timeout(timeout, core.conns.checkout())
-        .await
-        .unwrap_or_else(|_| Err(Error::unanswered("a connection", timeout)))?;
+    // Connecting is bounded by the connection timeout, the script by the response timeout.
+    let mut lane = core.conns.checkout().await?;
     // From here on the grant may happen in Redis; until we read the reply, a cancellation (or a
     // failure) must undo it.
     let mut undo = UndoOnCancel::new(core, &lane.conn, keys, &token);
     let mut invocation = SCRIPTS.acquire.prepare_invoke();
     invocation.key(&keys.lock).key(&keys.fence).arg(&token).arg(millis(lease));
     let sent_at = Instant::now();
-    // Bounded by the connection's response timeout (the client's command timeout).
     let reply = invocation.invoke_async::<(i64, i64)>(&mut lane.conn).await.map_err(Error::from);
     core.conns.report(&lane, &reply);
     let (granted, value) = reply?;

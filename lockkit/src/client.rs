@@ -44,18 +44,6 @@ pub(crate) struct Core {
     pub(crate) wake: WakeHub,
 }
 
-impl Core {
-    /// Runs one Redis operation on the next connection; each command is bounded by the command
-    /// timeout (set as the connections' response timeout).
-    pub(crate) async fn run<T>(
-        &self,
-        what: &str,
-        op: impl AsyncFnOnce(&mut redis::aio::MultiplexedConnection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.conns.run(what, None, op).await
-    }
-}
-
 /// A handle to lockkit on one Redis deployment. Clone it freely: clones share the connections, the
 /// wake-up connection and the watchdog.
 ///
@@ -131,7 +119,7 @@ impl LockClient {
         let core = &self.core;
         let mut invocation = SCRIPTS.ensure_fence_at_least.prepare_invoke();
         invocation.key(&keys.fence).arg(at_least.get().to_string());
-        let value: String = core.run("a fence re-seed", async |conn| invocation.invoke_async(conn).await).await?;
+        let value: String = core.conns.run(async |conn| invocation.invoke_async(conn).await).await?;
         value
             .parse()
             .map(Fence::new)
@@ -232,7 +220,7 @@ impl LockClientBuilder {
             wake: WakeHub::start(redis_client),
         });
         let started = Instant::now();
-        let _: String = core.run("PING", async |conn| redis::cmd("PING").query_async(conn).await).await?;
+        let _: String = core.conns.run(async |conn| redis::cmd("PING").query_async(conn).await).await?;
         tracing::debug!(elapsed = ?started.elapsed(), prefix = %core.config.prefix, "lockkit connected");
         watchdog::spawn(Arc::downgrade(&core), jobs_rx);
         Ok(LockClient { core })

@@ -65,24 +65,23 @@ impl Connections {
         }
     }
 
-    /// Runs `op` on the next lane. Each command is bounded by the connection's response timeout
-    /// (the client's command timeout); `budget` additionally bounds the checkout and all of `op`,
-    /// for callers with a tighter deadline (the watchdog).
-    pub(crate) async fn run<T>(
+    /// Runs `op` on the next lane. Connecting is bounded by the connection timeout and each
+    /// command by the response timeout (both the client's command timeout).
+    pub(crate) async fn run<T>(&self, op: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>) -> Result<T> {
+        let mut lane = self.checkout().await?;
+        let outcome = op(&mut lane.conn).await.map_err(Error::from);
+        self.report(&lane, &outcome);
+        outcome
+    }
+
+    /// [`run`](Self::run), with the whole of it also bounded by `budget`, for callers with a
+    /// tighter deadline than the command timeout (the watchdog).
+    pub(crate) async fn run_within<T>(
         &self,
         what: &str,
-        budget: Option<Duration>,
+        budget: Duration,
         op: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let run = async {
-            let mut lane = self.checkout().await?;
-            let outcome = op(&mut lane.conn).await.map_err(Error::from);
-            self.report(&lane, &outcome);
-            outcome
-        };
-        match budget {
-            Some(budget) => tokio::time::timeout(budget, run).await.unwrap_or_else(|_| Err(Error::unanswered(what, budget))),
-            None => run.await,
-        }
+        tokio::time::timeout(budget, self.run(op)).await.unwrap_or_else(|_| Err(Error::unanswered(what, budget)))
     }
 }

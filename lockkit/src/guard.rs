@@ -127,7 +127,7 @@ impl LockGuard {
         let keys = &self.lease.keys;
         let mut invocation = SCRIPTS.extend.prepare_invoke();
         invocation.key(&keys.lock).arg(&self.lease.token).arg(millis(lease));
-        let extended: i64 = core.run("an extend", async |conn| invocation.invoke_async(conn).await).await?;
+        let extended: i64 = core.conns.run(async |conn| invocation.invoke_async(conn).await).await?;
         if extended == 1 {
             state.schedule.extended(lease, sent_at);
             core.registry.rescheduled(state.schedule.next_event());
@@ -171,7 +171,7 @@ impl Core {
         let keys = &lease.keys;
         let mut invocation = SCRIPTS.release.prepare_invoke();
         invocation.key(&keys.lock).arg(&lease.token).arg(&keys.released);
-        let deleted: i64 = self.run("a release", async |conn| invocation.invoke_async(conn).await).await?;
+        let deleted: i64 = self.conns.run(async |conn| invocation.invoke_async(conn).await).await?;
         Ok(deleted == 1)
     }
 }

@@ -192,7 +192,7 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
         pipe.add_command(extend_cmd(&lease.keys.lock, &lease.token, millis(state.schedule.lease())));
     }
     metrics::renewal_round_trip();
-    let outcome = core.conns.run("a lease renewal", Some(budget), async |conn| run_pipeline(conn, &pipe).await).await;
+    let outcome = core.conns.run_within("a lease renewal", budget, async |conn| run_pipeline(conn, &pipe).await).await;
     let now = Instant::now();
     match outcome {
         Ok(replies) => {

@@ -68,7 +68,7 @@ pub async fn resolve(ops: &[Op], api: &Api, sku: &str) -> Vec<Resolved> {
     let unknown: Vec<Op> = ops
         .iter()
         .filter(|op| {
-            op.kind == OpKind::Order && matches!(op.outcome, Some(Outcome::Info { .. }) | None)
+            op.invocation.kind == OpKind::Order && matches!(op.outcome, Some(Outcome::Info { .. }) | None)
         })
         .cloned()
         .collect();
@@ -94,7 +94,7 @@ async fn resolve_one(api: &Api, sku: &str, op: &Op) -> Resolved {
     let mut server_errors = 0;
     let mut last = String::new();
     for attempt in 1..=RESOLVE_ATTEMPTS {
-        let outcome = Outcome::classify(&api.order(sku, &op.user, op.quantity, &op.key).await);
+        let outcome = Outcome::classify(&api.order(sku, &op.invocation.user, op.invocation.quantity, &op.invocation.key).await);
         server_errors += u32::from(outcome.is_server_error());
         let resolution = match outcome {
             Outcome::Ok { status: 200, order } => Some(Resolution::Happened(order)),
@@ -347,17 +347,17 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
     let mut failed: HashSet<&str> = HashSet::new();
     let mut sent: HashSet<&str> = HashSet::new();
     for op in ops {
-        sent.insert(&op.key);
+        sent.insert(&op.invocation.key);
         let Some(outcome) = &op.outcome else { continue };
         *f.status_counts.entry(label(outcome)).or_default() += 1;
         f.server_errors += u64::from(outcome.is_server_error());
         f.service_unavailable += u64::from(outcome.status() == Some(503));
-        match (op.kind, outcome) {
+        match (op.invocation.kind, outcome) {
             (OpKind::Order, Outcome::Ok { order, .. }) => {
-                acked.insert(&op.key, (op, *order));
+                acked.insert(&op.invocation.key, (op, *order));
             }
             (OpKind::Order, Outcome::Fail { .. }) => {
-                failed.insert(&op.key);
+                failed.insert(&op.invocation.key);
             }
             (OpKind::Order, Outcome::Info { .. }) => f.indeterminate += 1,
             (OpKind::Replay, _) => {}
@@ -369,19 +369,19 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         match &r.resolution {
             Resolution::Happened(order) => {
                 f.resolved_happened += 1;
-                acked.insert(&op.key, (op, *order));
+                acked.insert(&op.invocation.key, (op, *order));
             }
             Resolution::PlacedNow(order) => {
                 f.resolved_placed_now += 1;
-                acked.insert(&op.key, (op, *order));
+                acked.insert(&op.invocation.key, (op, *order));
             }
             Resolution::NotHappened { .. } => {
                 f.resolved_not_happened += 1;
-                failed.insert(&op.key);
+                failed.insert(&op.invocation.key);
             }
             Resolution::Unknown { last } => {
                 f.unresolved += 1;
-                let example = format!("unresolved: key {} still unknown ({last})", op.key);
+                let example = format!("unresolved: key {} still unknown ({last})", op.invocation.key);
                 f.example(example);
             }
         }
@@ -389,8 +389,8 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
     f.acknowledged = acked.len();
 
     // Replays must answer the original order.
-    for op in ops.iter().filter(|op| op.kind == OpKind::Replay) {
-        match (&op.outcome, acked.get(op.key.as_str())) {
+    for op in ops.iter().filter(|op| op.invocation.kind == OpKind::Replay) {
+        match (&op.outcome, acked.get(op.invocation.key.as_str())) {
             (Some(Outcome::Ok { status: 200, order }), Some((_, original)))
                 if order.order_id == original.order_id => {}
             (
@@ -406,7 +406,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
                 f.replay_mismatches += 1;
                 let example = format!(
                     "replay of {} answered {:?}",
-                    op.key,
+                    op.invocation.key,
                     outcome.as_ref().map(label)
                 );
                 f.example(example);
@@ -454,8 +454,8 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
             }
             Some([row, ..])
                 if row.id != order.order_id
-                    || row.user != op.user
-                    || row.quantity != i64::from(op.quantity) =>
+                    || row.user != op.invocation.user
+                    || row.quantity != i64::from(op.invocation.quantity) =>
             {
                 f.mismatched += 1;
                 f.example(format!(
@@ -555,17 +555,12 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::OpKind;
+    use crate::history::{Invocation, OpKind};
 
     fn op(id: usize, kind: OpKind, key: &str, outcome: Outcome) -> Op {
         Op {
             id,
-            worker: 0,
-            instance: 0,
-            kind,
-            key: key.into(),
-            user: format!("u{id}"),
-            quantity: 1,
+            invocation: Invocation { worker: 0, instance: 0, kind, key: key.into(), user: format!("u{id}"), quantity: 1 },
             invoked_ms: 0,
             completed_ms: Some(1),
             outcome: Some(outcome),

@@ -164,18 +164,9 @@ fn order_of(body: &Value) -> Option<OrderAck> {
 pub struct Op {
     /// Position in the history.
     pub id: usize,
-    /// Client task that issued it.
-    pub worker: usize,
-    /// Index of the instance it was sent to.
-    pub instance: usize,
-    /// Order or replay.
-    pub kind: OpKind,
-    /// Its idempotency key.
-    pub key: String,
-    /// Buyer.
-    pub user: String,
-    /// Units.
-    pub quantity: u32,
+    /// What was sent, by whom, where.
+    #[serde(flatten)]
+    pub invocation: Invocation,
     /// When it was sent.
     pub invoked_ms: u64,
     /// When it completed (`None` while in flight).
@@ -192,7 +183,7 @@ pub struct History {
 }
 
 /// What a worker wants to invoke.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Invocation {
     /// Client task.
     pub worker: usize,
@@ -228,12 +219,7 @@ impl History {
         let id = ops.len();
         ops.push(Op {
             id,
-            worker: inv.worker,
-            instance: inv.instance,
-            kind: inv.kind,
-            key: inv.key,
-            user: inv.user,
-            quantity: inv.quantity,
+            invocation: inv,
             invoked_ms: self.clock.now_ms(),
             completed_ms: None,
             outcome: None,

@@ -698,7 +698,7 @@ fn answers_normally(outcome: &Outcome) -> bool {
 fn first_after(fault: &FaultEvent, ops: &[Op], counts: fn(&Outcome) -> bool) -> Option<u64> {
     let healed = fault.healed_ms?;
     ops.iter()
-        .filter(|op| fault.instance.is_none_or(|i| op.instance == i))
+        .filter(|op| fault.instance.is_none_or(|i| op.invocation.instance == i))
         .filter(|op| op.outcome.as_ref().is_some_and(counts))
         .filter_map(|op| op.completed_ms.filter(|&done| done >= healed))
         .min()

@@ -168,7 +168,9 @@ impl Inventory {
         let deadline = Instant::now() + self.deadline;
         let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| ApiError::Busy)?;
         let db = &self.ctx.db;
-        let mut fetched = view.hints.clone();
+        // Read at most once per request (usually already by `sale()`), then kept up to date with
+        // what the attempts learn: a contended probe or a short shard needs no new read.
+        let mut hints = view.hints.clone();
         let strategy = strategies::for_kind(sale.spec.strategy);
         let quantity = request.quantity.get();
         let start = rand::random_range(0..sale.spec.shards as usize);
@@ -177,11 +179,11 @@ impl Inventory {
             if Instant::now() >= deadline {
                 return Err(ApiError::Busy);
             }
-            let hints = match fetched.take() {
-                Some(hints) => hints,
-                None => self.hints.read(db, sale).await?,
+            let current = match &mut hints {
+                Some(current) => current,
+                None => hints.insert(self.hints.read(db, sale).await?),
             };
-            let plan = match planner::plan(&hints, quantity, &contended, start) {
+            let plan = match planner::plan(current, quantity, &contended, start) {
                 Planned::Try(plan) => plan,
                 Planned::SoldOut => {
                     if self.is_sold_out(sale, quantity).await? {
@@ -191,7 +193,7 @@ impl Inventory {
                         return Err(self.sold_out(sale, quantity).await);
                     }
                     // The hints were low (e.g. an unprotected strategy wrote past them).
-                    self.hints.rebuild(db, sale).await?;
+                    hints = Some(self.hints.rebuild(db, sale).await?);
                     contended.clear();
                     continue;
                 }
@@ -208,7 +210,10 @@ impl Inventory {
                     });
                     return Ok(Purchase { record, replayed: false });
                 }
-                Ok(Attempt::Short { shard, remaining }) => self.hints.set(&sale.sku, shard, remaining).await?,
+                Ok(Attempt::Short { shard, remaining }) => {
+                    current[shard as usize] = remaining;
+                    self.hints.set(&sale.sku, shard, remaining).await?;
+                }
                 Ok(Attempt::Contended(shard)) => contended.push(shard),
                 // A stale lease or a lost race: back off a little so the new holder finishes.
                 Ok(Attempt::Refused) => tokio::time::sleep(Duration::from_millis(rand::random_range(1..10))).await,

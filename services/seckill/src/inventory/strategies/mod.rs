@@ -10,7 +10,10 @@ mod sharded_fenced;
 
 use std::{future::Future, pin::Pin, time::Instant};
 
-use super::{planner::Plan, shard_locks::ShardLocks};
+use super::{
+    planner::Plan,
+    shard_locks::{HeldShards, ShardLocks},
+};
 use crate::{
     domain::{OrderRequest, StrategyKind},
     error::ApiError,
@@ -108,6 +111,24 @@ fn committed(result: Result<OrderRecord, CommitError>) -> Result<Attempt, BuyErr
         Err(CommitError::DuplicateKey) => Err(BuyError::DuplicateKey),
         Err(CommitError::Api(e)) => Err(BuyError::Api(e)),
     }
+}
+
+/// Locks the plan's shards, runs `work` under them, releases them: the frame of the lock-based
+/// strategies. A contended probe comes back as [`Attempt::Contended`] without running `work`.
+async fn under_shard_locks(
+    ctx: &Ctx,
+    sale: &Sale,
+    plan: &Plan,
+    deadline: Instant,
+    work: impl AsyncFnOnce(&HeldShards) -> Result<Attempt, BuyError>,
+) -> Result<Attempt, BuyError> {
+    let held = match ctx.locks.lock(&sale.sku, plan, deadline).await? {
+        Ok(held) => held,
+        Err(shard) => return Ok(Attempt::Contended(shard)),
+    };
+    let attempt = work(&held).await;
+    held.release().await;
+    attempt
 }
 
 /// The read-modify-write shared by `none` and `redis-lock`: plain reads, then a blind write of

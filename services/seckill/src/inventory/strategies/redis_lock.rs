@@ -4,23 +4,17 @@
 
 use std::time::Instant;
 
-use super::{Attempt, AttemptFuture, Ctx, Strategy, read_then_write};
+use super::{Attempt, AttemptFuture, Ctx, Strategy, read_then_write, under_shard_locks};
 use crate::{domain::OrderRequest, inventory::planner::Plan, store::Sale};
 
 pub(super) struct RedisLock;
 
 impl Strategy for RedisLock {
     fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, deadline: Instant) -> AttemptFuture<'a> {
-        Box::pin(async move {
-            let held = match ctx.locks.lock(&sale.sku, plan, deadline).await? {
-                Ok(held) => held,
-                Err(shard) => return Ok(Attempt::Contended(shard)),
-            };
+        Box::pin(under_shard_locks(ctx, sale, plan, deadline, async |held| {
             // The best a lock without fencing can do: check the lease before writing. There is
             // still a window between this check and the write.
-            let attempt = if held.any_lost() { Ok(Attempt::Refused) } else { read_then_write(&ctx.db.critical_section(), sale, request, plan).await };
-            held.release().await;
-            attempt
-        })
+            if held.any_lost() { Ok(Attempt::Refused) } else { read_then_write(&ctx.db.critical_section(), sale, request, plan).await }
+        }))
     }
 }

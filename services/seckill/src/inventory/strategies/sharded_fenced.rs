@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use super::{Attempt, AttemptFuture, Ctx, Strategy, committed};
+use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, under_shard_locks};
 use crate::{
     domain::OrderRequest,
     inventory::planner::Plan,
@@ -21,19 +21,17 @@ pub(super) struct ShardedFenced;
 impl Strategy for ShardedFenced {
     fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, deadline: Instant) -> AttemptFuture<'a> {
         Box::pin(async move {
-            let held = match ctx.locks.lock(&sale.sku, plan, deadline).await? {
-                Ok(held) => held,
-                Err(shard) => return Ok(Attempt::Contended(shard)),
-            };
-            let db = ctx.db.critical_section();
-            let parts: Vec<CommitPart> = plan
-                .parts
-                .iter()
-                .enumerate()
-                .map(|(i, p)| CommitPart { shard: p.shard, take: p.take, new_remaining: 0, guard: held.fence(i) })
-                .collect();
-            let attempt = committed(db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::Claim).await);
-            held.release().await;
+            let attempt = under_shard_locks(ctx, sale, plan, deadline, async |held| {
+                let parts: Vec<CommitPart> = plan
+                    .parts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| CommitPart { shard: p.shard, take: p.take, new_remaining: 0, guard: held.fence(i) })
+                    .collect();
+                let db = ctx.db.critical_section();
+                committed(db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::Claim).await)
+            })
+            .await;
             if matches!(attempt, Ok(Attempt::Refused)) {
                 metrics::counter!("seckill_fence_rejections_total").increment(1);
                 ctx.db.record_fence_rejection(&sale.sku).await?;
