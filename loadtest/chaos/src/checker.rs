@@ -68,7 +68,8 @@ pub async fn resolve(ops: &[Op], api: &Api, sku: &str) -> Vec<Resolved> {
     let unknown: Vec<Op> = ops
         .iter()
         .filter(|op| {
-            op.invocation.kind == OpKind::Order && matches!(op.outcome, Some(Outcome::Info { .. }) | None)
+            op.invocation.kind == OpKind::Order
+                && matches!(op.outcome, Some(Outcome::Info { .. }) | None)
         })
         .cloned()
         .collect();
@@ -94,7 +95,15 @@ async fn resolve_one(api: &Api, sku: &str, op: &Op) -> Resolved {
     let mut server_errors = 0;
     let mut last = String::new();
     for attempt in 1..=RESOLVE_ATTEMPTS {
-        let outcome = Outcome::classify(&api.order(sku, &op.invocation.user, op.invocation.quantity, &op.invocation.key).await);
+        let outcome = Outcome::classify(
+            &api.order(
+                sku,
+                &op.invocation.user,
+                op.invocation.quantity,
+                &op.invocation.key,
+            )
+            .await,
+        );
         server_errors += u32::from(outcome.is_server_error());
         let resolution = match outcome {
             Outcome::Ok { status: 200, order } => Some(Resolution::Happened(order)),
@@ -381,7 +390,10 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
             }
             Resolution::Unknown { last } => {
                 f.unresolved += 1;
-                let example = format!("unresolved: key {} still unknown ({last})", op.invocation.key);
+                let example = format!(
+                    "unresolved: key {} still unknown ({last})",
+                    op.invocation.key
+                );
                 f.example(example);
             }
         }
@@ -560,7 +572,14 @@ mod tests {
     fn op(id: usize, kind: OpKind, key: &str, outcome: Outcome) -> Op {
         Op {
             id,
-            invocation: Invocation { worker: 0, instance: 0, kind, key: key.into(), user: format!("u{id}"), quantity: 1 },
+            invocation: Invocation {
+                worker: 0,
+                instance: 0,
+                kind,
+                key: key.into(),
+                user: format!("u{id}"),
+                quantity: 1,
+            },
             invoked_ms: 0,
             completed_ms: Some(1),
             outcome: Some(outcome),

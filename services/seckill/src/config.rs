@@ -43,9 +43,18 @@ pub struct Settings {
     /// How long one order may take, waiting for locks included (`SECKILL_REQUEST_DEADLINE_MS`).
     #[serde(with = "millis")]
     pub request_deadline: Duration,
-    /// Lease of a shard lock; renewed by the watchdog while held (`SECKILL_LOCK_LEASE_MS`).
+    /// Lease of a shard lock; renewed by the watchdog while held (`SECKILL_LOCK_LEASE_MS`). Short,
+    /// so that another instance takes an owned shard over quickly when its owner is gone.
     #[serde(with = "millis")]
     pub lock_lease: Duration,
+    /// Bound of a lock holder's database statement: an owner's claim or batch commit
+    /// (`SECKILL_OWNER_WRITE_TIMEOUT_MS`). Below the lease: an owner that cannot write in time
+    /// gives its shards back.
+    #[serde(with = "millis")]
+    pub owner_write_timeout: Duration,
+    /// An owned shard unused this long is handed back (`SECKILL_IDLE_RELEASE_MS`).
+    #[serde(with = "millis")]
+    pub idle_release: Duration,
     /// PostgreSQL connections per instance for general work (`SECKILL_DB_POOL`).
     pub db_pool_size: usize,
     /// PostgreSQL connections per instance reserved for shard-lock holders
@@ -66,7 +75,9 @@ impl Default for Settings {
             database_url: Secret::new("postgres://seckill@127.0.0.1:5440/seckill"),
             admin_token: Secret::default(),
             request_deadline: Duration::from_secs(2),
-            lock_lease: Duration::from_secs(5),
+            lock_lease: Duration::from_secs(2),
+            owner_write_timeout: Duration::from_millis(800),
+            idle_release: Duration::from_millis(500),
             db_pool_size: 16,
             db_critical_pool_size: 32,
             workers: 0,
@@ -119,6 +130,12 @@ impl Settings {
         if let Some(v) = var("SECKILL_LOCK_LEASE_MS") {
             self.lock_lease = Duration::from_millis(parse("SECKILL_LOCK_LEASE_MS", &v)?);
         }
+        if let Some(v) = var("SECKILL_OWNER_WRITE_TIMEOUT_MS") {
+            self.owner_write_timeout = Duration::from_millis(parse("SECKILL_OWNER_WRITE_TIMEOUT_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_IDLE_RELEASE_MS") {
+            self.idle_release = Duration::from_millis(parse("SECKILL_IDLE_RELEASE_MS", &v)?);
+        }
         if let Some(v) = var("SECKILL_DB_POOL") {
             self.db_pool_size = parse("SECKILL_DB_POOL", &v)?;
         }
@@ -131,8 +148,16 @@ impl Settings {
         if let Some(v) = var("SECKILL_MAX_IN_FLIGHT") {
             self.max_in_flight = parse("SECKILL_MAX_IN_FLIGHT", &v)?;
         }
-        if self.lock_lease < Duration::from_millis(100) || self.request_deadline.is_zero() || self.db_pool_size == 0 || self.db_critical_pool_size == 0 || self.max_in_flight == 0 {
+        if self.lock_lease < Duration::from_millis(100)
+            || self.request_deadline.is_zero()
+            || self.db_pool_size == 0
+            || self.db_critical_pool_size == 0
+            || self.max_in_flight == 0
+        {
             return Err(ConfigError("lock lease must be >= 100 ms, deadline and pool size positive".into()));
+        }
+        if self.owner_write_timeout.is_zero() || self.owner_write_timeout >= self.lock_lease {
+            return Err(ConfigError("the owner write timeout must be positive and below the lock lease".into()));
         }
         Ok(self)
     }
@@ -170,11 +195,8 @@ mod tests {
 
     #[test]
     fn secrets_never_print() {
-        let settings = Settings {
-            admin_token: Secret::new("hunter2"),
-            database_url: Secret::new("postgres://u:pw@h/db"),
-            ..Settings::default()
-        };
+        let settings =
+            Settings { admin_token: Secret::new("hunter2"), database_url: Secret::new("postgres://u:pw@h/db"), ..Settings::default() };
         let printed = format!("{settings:?}");
         assert!(!printed.contains("hunter2") && !printed.contains("pw@"));
     }

@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, ResponseError, http::StatusCode};
 use serde_json::json;
 
 /// An error answered to a client as `{"error": CODE, "message": ...}`.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
     /// Malformed or out-of-range input.
     #[error("{0}")]

@@ -1,7 +1,7 @@
 //! Building and running the application: connect to PostgreSQL (migrating it) and Redis, bind
 //! the listener (port 0 works), serve until stopped.
 
-use std::{net::TcpListener, time::Instant};
+use std::{net::TcpListener, sync::Arc, time::Instant};
 
 use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use lockkit::LockClient;
@@ -9,7 +9,12 @@ use lockkit::LockClient;
 use crate::{
     config::Settings,
     error::ApiError,
-    inventory::{Inventory, hints::Hints, shard_locks::ShardLocks},
+    inventory::{
+        Inventory,
+        hints::Hints,
+        owned::{OwnedShards, PlacementSettings},
+        shard_locks::ShardLocks,
+    },
     routes::{self, AdminToken},
     store::Db,
     telemetry,
@@ -20,29 +25,46 @@ pub struct Application {
     port: u16,
     server: Server,
     locks: LockClient,
+    owned: Arc<OwnedShards>,
 }
+
+/// How often an instance looks at idle owned shards and at other instances' requests for stock.
+const PLACEMENT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Application {
     /// Connects to the dependencies and binds `settings.listen`.
     pub async fn build(settings: &Settings) -> Result<Self, ApiError> {
         // Install the recorder before lockkit starts recording.
         telemetry::prometheus();
-        let db = Db::connect(settings.database_url.expose(), settings.db_pool_size, settings.db_critical_pool_size).await?;
+        let db = Db::connect(
+            settings.database_url.expose(),
+            settings.db_pool_size,
+            settings.db_critical_pool_size,
+            settings.owner_write_timeout,
+        )
+        .await?;
         let redis_url = settings.redis_url.expose();
         let locks = LockClient::builder(redis_url).default_lease(settings.lock_lease).connect().await?;
         let redis = redis::Client::open(redis_url).map_err(|_| ApiError::Internal("REDIS_URL is not a valid redis URL".into()))?;
-        let hints = Hints::new(redis::aio::ConnectionManager::new(redis).await?);
-        let inventory = web::Data::new(Inventory::new(db, hints, ShardLocks::new(locks.clone()), settings.request_deadline, settings.max_in_flight));
+        let redis = redis::aio::ConnectionManager::new(redis).await?;
+        let hints = Hints::new(redis.clone());
+        let shard_locks = ShardLocks::new(locks.clone());
+        let placement = PlacementSettings {
+            instance: format!("{:016x}", rand::random::<u64>()),
+            write_bound: settings.owner_write_timeout,
+            idle_release: settings.idle_release,
+            interval: PLACEMENT_INTERVAL,
+            lease: settings.lock_lease,
+        };
+        let owned = OwnedShards::start(placement, db.clone(), shard_locks.clone(), hints.clone(), redis);
+        let inventory =
+            web::Data::new(Inventory::new(db, hints, shard_locks, owned.clone(), settings.request_deadline, settings.max_in_flight));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
         let listener = TcpListener::bind(settings.listen).map_err(|e| ApiError::Internal(format!("bind {}: {e}", settings.listen)))?;
         let port = listener.local_addr().map_err(|e| ApiError::Internal(e.to_string()))?.port();
         let workers = if settings.workers == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { settings.workers };
         let server = HttpServer::new(move || {
-            App::new()
-                .wrap(from_fn(record_request))
-                .app_data(inventory.clone())
-                .app_data(admin.clone())
-                .configure(routes::configure)
+            App::new().wrap(from_fn(record_request)).app_data(inventory.clone()).app_data(admin.clone()).configure(routes::configure)
         })
         .workers(workers)
         // Longer than the idle timeout of common client pools (and load balancers' upstream
@@ -56,7 +78,7 @@ impl Application {
         .map_err(|e| ApiError::Internal(format!("listen: {e}")))?
         .run();
         tracing::info!(port, workers, "seckill listening");
-        Ok(Self { port, server, locks })
+        Ok(Self { port, server, locks, owned })
     }
 
     /// The bound port.
@@ -73,6 +95,8 @@ impl Application {
     /// finish and release their shard locks first.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await?;
+        // Every request has been answered: hand the owned shards back so others take over now.
+        self.owned.shutdown().await;
         let leftover = self.locks.held_leases();
         if leftover > 0 {
             tracing::warn!(leftover, "shard locks still held at shutdown; they expire with their lease");

@@ -3,12 +3,14 @@
 
 mod order;
 mod sale;
+mod shard_id;
 mod sku;
 mod strategy;
 mod user_id;
 
 pub use order::{OrderBody, OrderRequest, Quantity};
 pub use sale::{SaleSpec, SaleSpecBody};
+pub use shard_id::ShardId;
 pub use sku::Sku;
-pub use strategy::StrategyKind;
+pub use strategy::{Fencing, StrategyKind};
 pub use user_id::UserId;

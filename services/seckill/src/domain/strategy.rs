@@ -15,17 +15,25 @@ pub enum StrategyKind {
     DbPessimistic,
     /// Version compare-and-set with bounded retries.
     DbOptimistic,
+    /// Each shard owned by one instance through its lock, sold from memory, committed in batches
+    /// whose stock write is guarded by the owner's fence.
+    OwnedShards,
+    /// `owned-shards` without the `fence = t` predicate on the batch's stock write: the control
+    /// that shows the fence carries the safety. For tests and chaos only; it oversells.
+    OwnedUnfenced,
 }
 
 impl StrategyKind {
     /// Every strategy, in the order the comparison reports them.
-    pub const ALL: [StrategyKind; 6] = [
+    pub const ALL: [StrategyKind; 8] = [
         Self::None,
         Self::RedisLock,
         Self::ShardedFenced,
         Self::DbAtomic,
         Self::DbPessimistic,
         Self::DbOptimistic,
+        Self::OwnedShards,
+        Self::OwnedUnfenced,
     ];
 
     /// The wire name (`sharded-fenced`, ...).
@@ -37,8 +45,28 @@ impl StrategyKind {
             Self::DbAtomic => "db-atomic",
             Self::DbPessimistic => "db-pessimistic",
             Self::DbOptimistic => "db-optimistic",
+            Self::OwnedShards => "owned-shards",
+            Self::OwnedUnfenced => "owned-unfenced",
         }
     }
+
+    /// For the owned strategies, whether batch writes are fenced; `None` for the per-request ones.
+    pub fn owned_fencing(self) -> Option<Fencing> {
+        match self {
+            Self::OwnedShards => Some(Fencing::Fenced),
+            Self::OwnedUnfenced => Some(Fencing::Unfenced),
+            _ => None,
+        }
+    }
+}
+
+/// Whether an owner's batch writes carry the `fence = t` predicate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fencing {
+    /// They do: a deposed owner's batch changes nothing.
+    Fenced,
+    /// They do not (the `owned-unfenced` control).
+    Unfenced,
 }
 
 impl FromStr for StrategyKind {

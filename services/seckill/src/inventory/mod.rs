@@ -7,23 +7,25 @@
 //! total left is below the quantity.
 
 pub mod hints;
+pub mod owned;
 pub mod planner;
 pub mod shard_locks;
 pub mod strategies;
 
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use hints::Hints;
+use owned::{OwnedAttempt, OwnedShards};
 use planner::Planned;
 use shard_locks::ShardLocks;
 use strategies::{Attempt, BuyError, Ctx};
 
 use crate::{
-    domain::{OrderRequest, SaleSpec, Sku},
+    domain::{Fencing, OrderRequest, SaleSpec, Sku},
     error::ApiError,
     store::{Db, OrderRecord, Sale},
 };
@@ -56,12 +58,21 @@ struct CachedSale {
     confirmed_left: Option<i64>,
     /// Smallest quantity this instance already recorded as refused (for the `stranded` audit).
     refused_min: Option<u32>,
+    /// When the definition was last checked against Redis (owned sales skip the check for
+    /// [`OWNED_SALE_RECHECK`]: their batches are fenced by the generation anyway).
+    checked_at: Instant,
 }
 
-/// The service's core: owns PostgreSQL, the hints and the shard locks.
+/// How long an owned sale's cached definition is trusted without asking Redis. A reset within
+/// that time cannot slip an order into the new sale (every batch checks the generation); it can
+/// only delay noticing the reset by this much.
+const OWNED_SALE_RECHECK: Duration = Duration::from_millis(100);
+
+/// The service's core: owns PostgreSQL, the hints, the shard locks and the owned shards.
 pub struct Inventory {
     ctx: Ctx,
     hints: Hints,
+    owned: Arc<OwnedShards>,
     deadline: Duration,
     /// Sales by SKU as last loaded; valid while the hints carry the same generation (every
     /// create/reset changes it), so a request costs no PostgreSQL round trip to look its sale up.
@@ -74,10 +85,11 @@ pub struct Inventory {
 impl Inventory {
     /// Assembles the inventory; `deadline` bounds each purchase, `max_in_flight` how many run at
     /// once.
-    pub fn new(db: Db, hints: Hints, locks: ShardLocks, deadline: Duration, max_in_flight: usize) -> Self {
+    pub fn new(db: Db, hints: Hints, locks: ShardLocks, owned: Arc<OwnedShards>, deadline: Duration, max_in_flight: usize) -> Self {
         Self {
             ctx: Ctx { db, locks },
             hints,
+            owned,
             deadline,
             sales: Mutex::default(),
             admission: tokio::sync::Semaphore::new(max_in_flight),
@@ -99,6 +111,11 @@ impl Inventory {
         &self.hints
     }
 
+    /// The shards this instance owns (owned strategies).
+    pub fn owned(&self) -> &OwnedShards {
+        &self.owned
+    }
+
     /// Creates or resets a sale and publishes fresh hints.
     pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, ApiError> {
         let sale = self.ctx.db.put_sale(sku, spec).await?;
@@ -109,10 +126,15 @@ impl Inventory {
 
     /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
     pub async fn sale(&self, sku: &Sku) -> Result<SaleView, ApiError> {
+        let trusted = |c: &CachedSale| c.sale.spec.strategy.owned_fencing().is_some() && c.checked_at.elapsed() < OWNED_SALE_RECHECK;
+        if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| trusted(c)) {
+            return Ok(SaleView { hints: None, sale: cached.sale.clone() });
+        }
         let fetched = self.hints.fetch(sku).await?;
         let generation = fetched.generation();
-        if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| Some(c.sale.generation) == generation) {
-            return Ok(SaleView { hints: fetched.for_sale(&cached.sale), sale: cached.sale.clone() });
+        let still = self.remember_checked(sku, generation);
+        if let Some(sale) = still {
+            return Ok(SaleView { hints: fetched.for_sale(&sale), sale });
         }
         let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
         let hints = match fetched.for_sale(&sale) {
@@ -120,9 +142,22 @@ impl Inventory {
             // New sale to this instance, a reset, or Redis lost its data: republish the hints.
             None => self.hints.rebuild(&self.ctx.db, &sale).await?,
         };
-        let cached = CachedSale { sale: sale.clone(), confirmed_left: None, refused_min: None };
+        let cached = CachedSale { sale: sale.clone(), confirmed_left: None, refused_min: None, checked_at: Instant::now() };
         self.sales.lock().unwrap().insert(sku.clone(), cached);
         Ok(SaleView { sale, hints: Some(hints) })
+    }
+
+    /// The cached sale if Redis still carries its generation, marked as checked now.
+    fn remember_checked(&self, sku: &Sku, generation: Option<i64>) -> Option<Sale> {
+        let mut sales = self.sales.lock().unwrap();
+        let cached = sales.get_mut(sku).filter(|c| Some(c.sale.generation) == generation)?;
+        cached.checked_at = Instant::now();
+        Some(cached.sale.clone())
+    }
+
+    /// Forgets the cached definition of `sku`, so the next request loads it again.
+    fn forget_sale(&self, sku: &Sku) {
+        self.sales.lock().unwrap().remove(sku);
     }
 
     /// Applies `update` to this instance's memory of `sale` (if it is still the same generation).
@@ -167,11 +202,14 @@ impl Inventory {
         let sale = &view.sale;
         let deadline = Instant::now() + self.deadline;
         let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| ApiError::Busy)?;
+        let Some(strategy) = strategies::for_kind(sale.spec.strategy) else {
+            let fencing = sale.spec.strategy.owned_fencing().unwrap_or(Fencing::Fenced);
+            return self.buy_owned(sale.clone(), fencing, request, deadline).await;
+        };
         let db = &self.ctx.db;
         // Read at most once per request (usually already by `sale()`), then kept up to date with
         // what the attempts learn: a contended probe or a short shard needs no new read.
         let mut hints = view.hints.clone();
-        let strategy = strategies::for_kind(sale.spec.strategy);
         let quantity = request.quantity.get();
         let start = rand::random_range(0..sale.spec.shards as usize);
         let mut contended = Vec::new();
@@ -229,6 +267,45 @@ impl Inventory {
 }
 
 impl Inventory {
+    /// The purchase loop of the owned strategies: decide from owned memory (taking a free shard
+    /// if needed); when no stock is within reach, `sold_out` if PostgreSQL confirms it, else ask
+    /// the other instances for stock and try again until the deadline.
+    async fn buy_owned(&self, mut sale: Sale, fencing: Fencing, request: &OrderRequest, deadline: Instant) -> Result<Purchase, ApiError> {
+        let quantity = request.quantity.get();
+        loop {
+            let refusal = match self.owned.buy(&sale, fencing, request, deadline).await {
+                Ok(OwnedAttempt::Bought(record)) => return Ok(Purchase { record, replayed: false }),
+                Ok(OwnedAttempt::SaleChanged) => {
+                    self.forget_sale(&sale.sku);
+                    sale = self.sale(&sale.sku).await?.sale;
+                    if sale.spec.strategy.owned_fencing() != Some(fencing) {
+                        return Err(ApiError::Busy);
+                    }
+                    continue;
+                }
+                Ok(OwnedAttempt::NoStock) => {
+                    if self.is_sold_out(&sale, quantity).await? {
+                        if let Some(purchase) = self.earlier_order(&sale, request).await? {
+                            return Ok(purchase);
+                        }
+                        return Err(self.sold_out(&sale, quantity).await);
+                    }
+                    self.owned.ask_for_stock(&sale.sku).await?;
+                    let pause = Duration::from_millis(rand::random_range(5..20));
+                    if Instant::now() + pause >= deadline {
+                        return Err(ApiError::Busy);
+                    }
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                Err(BuyError::UserLimit) => ApiError::UserLimitReached,
+                Err(BuyError::DuplicateKey) => ApiError::Internal("duplicate idempotency key without an order".into()),
+                Err(BuyError::Api(e)) => return Err(e),
+            };
+            return self.refuse(&sale, request, refusal).await;
+        }
+    }
+
     /// Before refusing a request that carries an idempotency key: the order already made under
     /// that key, if any, is the answer instead (`idempotency_key_reused` if it differs).
     async fn earlier_order(&self, sale: &Sale, request: &OrderRequest) -> Result<Option<Purchase>, ApiError> {

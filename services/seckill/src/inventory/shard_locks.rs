@@ -6,7 +6,11 @@ use std::time::Instant;
 use lockkit::{Fence, LockClient, LockGuard};
 
 use super::planner::Plan;
-use crate::{domain::Sku, error::ApiError, store::Db};
+use crate::{
+    domain::{ShardId, Sku},
+    error::ApiError,
+    store::Db,
+};
 
 /// Locks of every sale's shards.
 #[derive(Clone)]
@@ -53,6 +57,11 @@ impl ShardLocks {
             guards.push(guard);
         }
         Ok(Ok(HeldShards { guards }))
+    }
+
+    /// Tries once to lock one shard (an owner taking it over); `None` when someone holds it.
+    pub async fn try_lock_shard(&self, sku: &Sku, shard: ShardId) -> Result<Option<LockGuard>, ApiError> {
+        Ok(self.client.try_lock(&Self::name(sku, shard.get())).await?)
     }
 
     /// After a claim was refused: if the store has seen a larger fence than Redis would grant

@@ -14,5 +14,9 @@ pub(super) async fn healthz() -> HttpResponse {
 pub(super) async fn readyz(inventory: web::Data<Inventory>) -> HttpResponse {
     let (db, redis) = tokio::join!(inventory.db().ping(), inventory.hints().ping());
     let body = json!({"postgres": if db { "ok" } else { "down" }, "redis": if redis { "ok" } else { "down" }});
-    if db && redis { HttpResponse::Ok().json(body) } else { HttpResponse::ServiceUnavailable().insert_header(("Retry-After", "1")).json(body) }
+    if db && redis {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().insert_header(("Retry-After", "1")).json(body)
+    }
 }

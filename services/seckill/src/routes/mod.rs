@@ -7,6 +7,7 @@ mod health;
 mod metrics;
 mod openapi;
 mod orders;
+mod owners;
 mod sales;
 
 use actix_web::{
@@ -35,6 +36,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/sales/{sku}", web::get().to(sales::get_sale))
         .route("/v1/sales/{sku}/orders", web::post().to(orders::create_order))
         .route("/v1/sales/{sku}/audit", web::get().to(audit::audit))
+        .route("/v1/sales/{sku}/owners", web::get().to(owners::owners))
         .default_service(web::to(not_found));
 }
 

@@ -6,9 +6,8 @@ use tokio_postgres::Client;
 use crate::error::ApiError;
 
 /// `(version, sql)` in order; append only.
-const MIGRATIONS: &[(i32, &str)] = &[
-    (1, include_str!("../../migrations/0001_schema.sql")),
-];
+const MIGRATIONS: &[(i32, &str)] =
+    &[(1, include_str!("../../migrations/0001_schema.sql")), (2, include_str!("../../migrations/0002_owned_shards.sql"))];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6563_6b69_6c6c;
@@ -16,8 +15,10 @@ const MIGRATION_LOCK: i64 = 0x0073_6563_6b69_6c6c;
 pub(super) async fn apply(client: &mut Client) -> Result<(), ApiError> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        .await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await?;
     let applied: Vec<i32> = tx.query("SELECT version FROM schema_migrations", &[]).await?.iter().map(|r| r.get(0)).collect();
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| !applied.contains(v)) {
         tracing::info!(version, "applying migration");

@@ -5,6 +5,7 @@
 mod audit;
 mod migrate;
 mod orders;
+mod owners;
 mod sales;
 mod shards;
 
@@ -14,11 +15,12 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 pub use audit::Audit;
-pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord};
 pub(crate) use orders::commit_order_on;
-pub(crate) use shards::lock_shards_for_update;
+pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord};
+pub use owners::{BatchOrder, BatchOutcome, BatchShard, OrderOutcome, OwnerWriteError};
 pub use sales::{Sale, ShardRow};
 pub use shards::ShardRead;
+pub(crate) use shards::lock_shards_for_update;
 
 use crate::error::ApiError;
 
@@ -34,11 +36,21 @@ pub struct Db {
 
 impl Db {
     /// Connects (lazily) with two pools, the general one (`size` connections) and the one for
-    /// critical sections (`critical_size`), and applies pending migrations.
-    pub async fn connect(url: &str, size: usize, critical_size: usize) -> Result<Self, ApiError> {
-        let config: tokio_postgres::Config =
+    /// critical sections (`critical_size`), and applies pending migrations. Statements on the
+    /// critical pool are bounded by `critical_bound` on the server (`statement_timeout`) and on
+    /// the wire (TCP user timeout, keepalives), so a lock holder never waits past its lease.
+    pub async fn connect(url: &str, size: usize, critical_size: usize, critical_bound: Duration) -> Result<Self, ApiError> {
+        let general: tokio_postgres::Config =
             url.parse().map_err(|_| ApiError::Internal("DATABASE_URL is not a valid postgres URL".into()))?;
-        let pool = |size: usize| {
+        let mut critical = general.clone();
+        let bound_ms = critical_bound.as_millis().max(1);
+        let options = format!("{} -c statement_timeout={bound_ms} -c lock_timeout={bound_ms}", general.get_options().unwrap_or_default());
+        critical
+            .options(options.trim())
+            .tcp_user_timeout(critical_bound)
+            .keepalives(true)
+            .keepalives_idle(critical_bound.max(Duration::from_secs(1)));
+        let pool = |config: &tokio_postgres::Config, size: usize| {
             let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
             Pool::builder(manager)
                 .max_size(size)
@@ -48,7 +60,7 @@ impl Db {
                 .build()
                 .map_err(|e| ApiError::Internal(format!("database pool: {e}")))
         };
-        let db = Self { pool: pool(size)?, critical: pool(critical_size)? };
+        let db = Self { pool: pool(&general, size)?, critical: pool(&critical, critical_size)? };
         migrate::apply(&mut *db.client().await?).await?;
         Ok(db)
     }

@@ -1,8 +1,8 @@
 //! Orders: committing one (all or nothing, through `seckill_commit`) and finding one by its
 //! idempotency key.
 
-use serde::Serialize;
 use deadpool_postgres::GenericClient;
+use serde::Serialize;
 use tokio_postgres::error::SqlState;
 
 use super::Db;
@@ -95,7 +95,9 @@ impl From<tokio_postgres::Error> for CommitError {
     fn from(e: tokio_postgres::Error) -> Self {
         match e.code().map(SqlState::code) {
             Some("SK001") => Self::Refused,
-            Some("SK003") => short_from_detail(&e).map_or_else(|| Self::Api(e.into()), |(shard, remaining)| Self::Short { shard, remaining }),
+            Some("SK003") => {
+                short_from_detail(&e).map_or_else(|| Self::Api(e.into()), |(shard, remaining)| Self::Short { shard, remaining })
+            }
             Some("SK002") => Self::UserLimit,
             Some("23505") => Self::DuplicateKey,
             _ => Self::Api(e.into()),

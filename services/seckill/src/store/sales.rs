@@ -85,9 +85,7 @@ impl Db {
     /// Every shard of the sale, in shard order.
     pub async fn shard_rows(&self, sku: &Sku) -> Result<Vec<ShardRow>, ApiError> {
         let client = self.client().await?;
-        let rows = client
-            .query("SELECT shard, remaining, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()])
-            .await?;
+        let rows = client.query("SELECT shard, remaining, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()]).await?;
         Ok(rows
             .iter()
             .map(|r| ShardRow { shard: r.get::<_, i32>(0) as u32, remaining: i64::from(r.get::<_, i32>(1)), fence: r.get(2) })

@@ -19,17 +19,14 @@ impl Db {
     /// The shard's stock, unprotected.
     pub async fn read_shard(&self, sku: &Sku, shard: u32) -> Result<ShardRead, ApiError> {
         let client = self.client().await?;
-        let row = client
-            .query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)])
-            .await?;
+        let row = client.query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
         Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: 0 })
     }
 
     /// The highest fence the shard has accepted.
     pub async fn shard_fence(&self, sku: &Sku, shard: u32) -> Result<i64, ApiError> {
         let client = self.client().await?;
-        let row =
-            client.query_one("SELECT fence FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
+        let row = client.query_one("SELECT fence FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
         Ok(row.get(0))
     }
 
@@ -52,11 +49,7 @@ impl Db {
 
 /// Locks the shards `FOR UPDATE` (in ascending order, so concurrent transactions cannot deadlock)
 /// within the caller's transaction and reads them.
-pub(crate) async fn lock_shards_for_update(
-    tx: &impl GenericClient,
-    sku: &Sku,
-    shards: &[i32],
-) -> Result<Vec<ShardRead>, ApiError> {
+pub(crate) async fn lock_shards_for_update(tx: &impl GenericClient, sku: &Sku, shards: &[i32]) -> Result<Vec<ShardRead>, ApiError> {
     let rows = tx
         .query(
             "SELECT shard, remaining FROM shards WHERE sku = $1 AND shard = ANY($2) ORDER BY shard FOR UPDATE",

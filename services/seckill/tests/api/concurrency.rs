@@ -136,6 +136,16 @@ async fn sharded_fenced_with_one_shard_sells_exactly_the_stock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn owned_shards_sells_exactly_the_stock_across_three_instances() {
+    assert_sold_exactly_the_stock(&sell_out("owned-shards", 20).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn owned_shards_with_one_shard_sells_exactly_the_stock() {
+    assert_sold_exactly_the_stock(&sell_out("owned-shards", 1).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_lock_sells_exactly_the_stock_without_faults() {
     assert_sold_exactly_the_stock(&sell_out("redis-lock", 20).await);
 }

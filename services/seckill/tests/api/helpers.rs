@@ -50,13 +50,7 @@ pub(crate) fn sale_body(total: u32, shards: u32, strategy: &str) -> Value {
 
 impl TestApp {
     pub(crate) async fn put_sale(&self, sku: &str, body: &Value) -> Response {
-        self.http
-            .put(format!("{}/v1/sales/{sku}", self.address))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(body)
-            .send()
-            .await
-            .unwrap()
+        self.http.put(format!("{}/v1/sales/{sku}", self.address)).bearer_auth(ADMIN_TOKEN).json(body).send().await.unwrap()
     }
 
     /// Creates a fresh sale and returns its SKU.
@@ -68,7 +62,8 @@ impl TestApp {
     }
 
     pub(crate) async fn order(&self, sku: &str, user: &str, quantity: i64, key: Option<&str>) -> Response {
-        let mut request = self.http.post(format!("{}/v1/sales/{sku}/orders", self.address)).json(&json!({"user_id": user, "quantity": quantity}));
+        let mut request =
+            self.http.post(format!("{}/v1/sales/{sku}/orders", self.address)).json(&json!({"user_id": user, "quantity": quantity}));
         if let Some(key) = key {
             request = request.header("Idempotency-Key", key);
         }

@@ -8,5 +8,6 @@ mod fencing;
 mod health;
 mod openapi;
 mod orders;
+mod owned;
 mod sales;
 mod shutdown;

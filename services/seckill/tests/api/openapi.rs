@@ -16,6 +16,7 @@ const SERVED: &[(&str, &str)] = &[
     ("get", "/v1/sales/{sku}"),
     ("post", "/v1/sales/{sku}/orders"),
     ("get", "/v1/sales/{sku}/audit"),
+    ("get", "/v1/sales/{sku}/owners"),
 ];
 
 #[tokio::test]

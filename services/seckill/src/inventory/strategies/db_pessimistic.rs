@@ -23,8 +23,7 @@ impl Strategy for DbPessimistic {
                 Ok(parts) => parts,
                 Err(short) => return Ok(short),
             };
-            let attempt =
-                committed(commit_order_on(&tx, &sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::None).await)?;
+            let attempt = committed(commit_order_on(&tx, &sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::None).await)?;
             if matches!(attempt, Attempt::Bought(_)) {
                 tx.commit().await.map_err(|e| BuyError::Api(e.into()))?;
             }

@@ -1,4 +1,4 @@
-//! The six ways a sale can protect its stock, behind one trait; the purchase loop
+//! The six per-request ways a sale can protect its stock, behind one trait; the purchase loop
 //! (`inventory::Inventory::buy`) does not know which one runs. One file per strategy.
 
 mod db_atomic;
@@ -69,20 +69,28 @@ pub type AttemptFuture<'a> = Pin<Box<dyn Future<Output = Result<Attempt, BuyErro
 /// One way to protect a sale's stock.
 pub trait Strategy: Send + Sync {
     /// Tries to sell `request` from the shards of `plan` before `deadline`.
-    fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, deadline: Instant)
-    -> AttemptFuture<'a>;
+    fn attempt<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        sale: &'a Sale,
+        request: &'a OrderRequest,
+        plan: &'a Plan,
+        deadline: Instant,
+    ) -> AttemptFuture<'a>;
 }
 
-/// The strategy of a sale.
-pub fn for_kind(kind: StrategyKind) -> &'static dyn Strategy {
-    match kind {
+/// The per-request strategy of a sale; `None` for the owned strategies, which do not decide
+/// per request (see [`owned`](crate::inventory::owned)).
+pub fn for_kind(kind: StrategyKind) -> Option<&'static dyn Strategy> {
+    Some(match kind {
         StrategyKind::None => &none::NoLock,
         StrategyKind::RedisLock => &redis_lock::RedisLock,
         StrategyKind::ShardedFenced => &sharded_fenced::ShardedFenced,
         StrategyKind::DbAtomic => &db_atomic::DbAtomic,
         StrategyKind::DbPessimistic => &db_pessimistic::DbPessimistic,
         StrategyKind::DbOptimistic => &db_optimistic::DbOptimistic,
-    }
+        StrategyKind::OwnedShards | StrategyKind::OwnedUnfenced => return None,
+    })
 }
 
 /// The commit parts for `plan` given what was read from each shard, or the first shard that has
@@ -95,7 +103,12 @@ fn parts_after_reads(plan: &Plan, reads: &[ShardRead]) -> Result<Vec<CommitPart>
             if read.remaining < i64::from(part.take) {
                 Err(Attempt::Short { shard: part.shard, remaining: read.remaining })
             } else {
-                Ok(CommitPart { shard: part.shard, take: part.take, new_remaining: read.remaining - i64::from(part.take), guard: read.guard })
+                Ok(CommitPart {
+                    shard: part.shard,
+                    take: part.take,
+                    new_remaining: read.remaining - i64::from(part.take),
+                    guard: read.guard,
+                })
             }
         })
         .collect()

@@ -10,7 +10,14 @@ use crate::{domain::OrderRequest, inventory::planner::Plan, store::Sale};
 pub(super) struct RedisLock;
 
 impl Strategy for RedisLock {
-    fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, deadline: Instant) -> AttemptFuture<'a> {
+    fn attempt<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        sale: &'a Sale,
+        request: &'a OrderRequest,
+        plan: &'a Plan,
+        deadline: Instant,
+    ) -> AttemptFuture<'a> {
         Box::pin(under_shard_locks(ctx, sale, plan, deadline, async |held| {
             // The best a lock without fencing can do: check the lease before writing. There is
             // still a window between this check and the write.

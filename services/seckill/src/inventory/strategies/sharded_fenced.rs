@@ -19,7 +19,14 @@ use crate::{
 pub(super) struct ShardedFenced;
 
 impl Strategy for ShardedFenced {
-    fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, deadline: Instant) -> AttemptFuture<'a> {
+    fn attempt<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        sale: &'a Sale,
+        request: &'a OrderRequest,
+        plan: &'a Plan,
+        deadline: Instant,
+    ) -> AttemptFuture<'a> {
         Box::pin(async move {
             let attempt = under_shard_locks(ctx, sale, plan, deadline, async |held| {
                 let parts: Vec<CommitPart> = plan

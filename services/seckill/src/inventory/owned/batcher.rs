@@ -1,0 +1,155 @@
+//! The batcher of one sale owner: it takes every order decided since the last batch and commits
+//! them in one transaction (`Db::commit_batch`), one batch at a time, then tells each waiting
+//! request what became of its order. Orders decided while a batch is in flight form the next
+//! one, so the batch size grows with the load and the commits per order fall.
+
+use std::{sync::Arc, time::Duration};
+
+use super::{
+    owner::{Decided, Pending, SaleOwner},
+    placement::Surrenders,
+};
+use crate::{
+    domain::ShardId,
+    store::{BatchOrder, BatchOutcome, Db, OrderOutcome, OrderRecord},
+};
+
+/// What a batcher needs besides its owner.
+#[derive(Clone)]
+pub(crate) struct BatchContext {
+    pub(crate) db: Db,
+    /// Bound of one batch commit (below the lease).
+    pub(crate) bound: Duration,
+    pub(crate) surrenders: Surrenders,
+}
+
+/// Starts the batcher of `owner`; it ends when the owner stops.
+pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = owner.work.notified() => {}
+                () = owner.stopped.cancelled() => return,
+            }
+            while let Some(batch) = take_batch(&owner) {
+                commit(&owner, &ctx, batch).await;
+            }
+        }
+    });
+}
+
+/// Everything pending, minus orders on shards no longer owned (or whose lease is lost), which
+/// are sent back for a retry. `None` when nothing is left.
+fn take_batch(owner: &SaleOwner) -> Option<Vec<Pending>> {
+    let mut state = owner.state.lock().unwrap();
+    let pending = std::mem::take(&mut state.pending);
+    let unusable: Vec<ShardId> =
+        pending.iter().flat_map(|o| o.parts.iter().map(|(s, _)| *s)).filter(|s| state.shards.get(s).is_none_or(|o| o.is_lost())).collect();
+    drop(state);
+    if !unusable.is_empty() {
+        // Lost leases are noticed here even before the watchdog or the loss watcher ran.
+        owner.forget(&unusable);
+    }
+    let (batch, retry): (Vec<Pending>, Vec<Pending>) =
+        pending.into_iter().partition(|o| o.parts.iter().all(|(s, _)| !unusable.contains(s)));
+    for order in retry {
+        owner.give_back(&order);
+        let _ = order.reply.send(Decided::Retry);
+    }
+    (!batch.is_empty()).then_some(batch)
+}
+
+async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>) {
+    let sale = &owner.sale;
+    let mut touched: Vec<ShardId> = batch.iter().flat_map(|o| o.parts.iter().map(|(s, _)| *s)).collect();
+    touched.sort_unstable();
+    touched.dedup();
+    let shards = SaleOwner::batch_shards(&owner.state.lock().unwrap(), &touched);
+    let orders: Vec<BatchOrder<'_>> = batch.iter().map(|o| BatchOrder { request: &o.request, parts: &o.parts }).collect();
+    metrics::histogram!("seckill_batch_orders").record(orders.len() as f64);
+    let outcome = ctx.db.commit_batch(sale, owner.fencing, &shards, &orders, ctx.bound).await;
+    match outcome {
+        Ok(BatchOutcome::Committed(outcomes)) => committed(owner, ctx, batch, &outcomes),
+        Ok(BatchOutcome::Deposed(deposed)) => {
+            metrics::counter!("seckill_fence_rejections_total").increment(1);
+            tracing::warn!(sku = %sale.sku, ?deposed, "batch refused by the fence: deposed; forgetting those shards");
+            owner.forget(&deposed);
+            let mut state = owner.state.lock().unwrap();
+            let (retry, again): (Vec<Pending>, Vec<Pending>) =
+                batch.into_iter().partition(|o| o.parts.iter().any(|(s, _)| deposed.contains(s)));
+            // Orders on shards still ours keep their reservations and go into the next batch.
+            let later = std::mem::replace(&mut state.pending, again);
+            state.pending.extend(later);
+            drop(state);
+            for order in retry {
+                owner.give_back(&order);
+                let _ = order.reply.send(Decided::Retry);
+            }
+        }
+        Ok(BatchOutcome::StaleSale) => {
+            tracing::info!(sku = %sale.sku, "sale was reset; dropping the previous generation's shards");
+            ctx.surrenders.send(owner, owner.close());
+            for order in batch {
+                let _ = order.reply.send(Decided::Retry);
+            }
+        }
+        Err(e) => {
+            // Unknown fate (it may still land: the fence decides then) or a failure: acknowledge
+            // nothing, and let the shards go, since an owner that cannot write cannot sell.
+            tracing::warn!(sku = %sale.sku, error = %e, orders = batch.len(), "batch commit failed; giving the shards back");
+            owner.forget(&touched);
+            ctx.surrenders.database_trouble();
+            let failure = crate::error::ApiError::from(e);
+            for order in batch {
+                let _ = order.reply.send(Decided::Failed(failure.clone()));
+            }
+        }
+    }
+}
+
+/// Applies a committed batch to memory and answers its orders.
+fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>, outcomes: &[OrderOutcome]) {
+    let sale = &owner.sale;
+    let mut state = owner.state.lock().unwrap();
+    let mut replies = Vec::with_capacity(batch.len());
+    for (order, outcome) in batch.into_iter().zip(outcomes) {
+        let decided = match *outcome {
+            OrderOutcome::Accepted(order_id) => {
+                for (shard, take) in &order.parts {
+                    if let Some(owned) = state.shards.get_mut(shard) {
+                        owned.committed -= i64::from(*take);
+                    }
+                }
+                let (first, _) = order.parts[0];
+                let fence = state.shards.get(&first).map_or(0, |s| s.fence.as_i64());
+                Decided::Committed(OrderRecord {
+                    order_id,
+                    sku: sale.sku.to_string(),
+                    user_id: order.request.user_id.to_string(),
+                    quantity: order.request.quantity.get(),
+                    shard: first.get(),
+                    fence,
+                })
+            }
+            OrderOutcome::UserLimit | OrderOutcome::Duplicate => {
+                for (shard, take) in &order.parts {
+                    if let Some(owned) = state.shards.get_mut(shard) {
+                        owned.available += i64::from(*take);
+                    }
+                }
+                if *outcome == OrderOutcome::UserLimit { Decided::UserLimit } else { Decided::Duplicate }
+            }
+        };
+        replies.push((order.reply, decided));
+    }
+    // Empty shards go back at once, and everyone is told they are empty.
+    let empty: Vec<ShardId> = state.shards.iter().filter(|(_, s)| s.committed <= 0 && s.reserved() == 0).map(|(id, _)| *id).collect();
+    drop(state);
+    for (reply, decided) in replies {
+        let _ = reply.send(decided);
+    }
+    if !empty.is_empty() {
+        let surrendered = owner.take_shards(&empty);
+        ctx.surrenders.send(owner, surrendered);
+    }
+}

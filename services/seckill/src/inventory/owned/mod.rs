@@ -1,0 +1,201 @@
+//! `owned-shards` (and its control, `owned-unfenced`): leases used to **own state**.
+//!
+//! An instance owns a shard while it holds the shard's lockkit lock (the watchdog renews a short
+//! lease). On taking it, the owner claims the row with the lock's fence (`fence < t`, set
+//! `fence = t`) and loads the stock into memory. From then on orders are decided against memory,
+//! with no Redis or PostgreSQL round trip per decision, and committed in batches: one transaction
+//! writes everything decided since the last batch, each shard's stock as an absolute value
+//! **guarded by the fence** (`WHERE fence = t`). A client is answered only after the commit.
+//!
+//! When the lease is lost, or a batch write matches no row because a newer owner claimed the
+//! shard, the owner forgets the shard at once; its pending orders are decided again elsewhere.
+//! That fence is what stops a deposed owner's batch that was already on the wire when the lease
+//! ran out: no local check can. `owned-unfenced` lacks exactly that predicate, and oversells
+//! under a delayed packet.
+//!
+//! | file | concept |
+//! |---|---|
+//! | [`owner`] | one sale's owned shards, their memory, decisions (reservations) |
+//! | [`batcher`] | committing decided orders in batches and answering them |
+//! | [`placement`] | taking free shards, giving them back (empty, idle, fair share), heartbeats |
+
+mod batcher;
+mod owner;
+mod placement;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use lockkit::Fence;
+use redis::aio::ConnectionManager;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use self::placement::PlacementSettings;
+use self::{
+    batcher::BatchContext,
+    owner::{Decided, SaleOwner},
+    placement::{Placement, Taken},
+};
+use super::{hints::Hints, shard_locks::ShardLocks, strategies::BuyError};
+use crate::{
+    domain::{Fencing, OrderRequest, ShardId, Sku},
+    error::ApiError,
+    store::{Db, OrderRecord, Sale},
+};
+
+/// What an owned purchase came to, short of an error.
+#[derive(Debug)]
+pub enum OwnedAttempt {
+    /// Committed.
+    Bought(OrderRecord),
+    /// Neither memory nor a free shard has the units now; the caller checks whether the sale is
+    /// sold out, and otherwise asks the other instances for stock and tries again.
+    NoStock,
+    /// The sale was reset under this instance: reload it and decide again.
+    SaleChanged,
+}
+
+/// One owned shard, as an operator sees it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OwnedShardView {
+    /// The shard.
+    pub shard: u32,
+    /// The fence this instance claimed it with.
+    pub fence: i64,
+    /// Stock as last committed.
+    pub committed: i64,
+    /// Stock not reserved by orders waiting for their batch.
+    pub available: i64,
+}
+
+/// The owned shards of every sale on this instance.
+pub struct OwnedShards {
+    placement: Arc<Placement>,
+    batch: BatchContext,
+    owners: Mutex<HashMap<Sku, Arc<SaleOwner>>>,
+    stop: CancellationToken,
+}
+
+impl OwnedShards {
+    /// Starts ownership for this instance, with its background rebalancing and heartbeat.
+    pub(crate) fn start(settings: PlacementSettings, db: Db, locks: ShardLocks, hints: Hints, redis: ConnectionManager) -> Arc<Self> {
+        let write_bound = settings.write_bound;
+        let interval = settings.interval;
+        let placement = Placement::new(settings, db.clone(), locks, hints, redis);
+        let batch = BatchContext { db, bound: write_bound, surrenders: placement.surrenders().clone() };
+        let owned = Arc::new(Self { placement, batch, owners: Mutex::default(), stop: CancellationToken::new() });
+        tokio::spawn(rebalance_loop(Arc::downgrade(&owned), owned.stop.clone(), interval));
+        owned
+    }
+
+    /// This instance's id (heartbeats, requests for stock).
+    pub fn instance(&self) -> &str {
+        self.placement.instance()
+    }
+
+    /// Sells `request` from owned shards before `deadline`, taking a free shard when memory has
+    /// too little.
+    pub async fn buy(&self, sale: &Sale, fencing: Fencing, request: &OrderRequest, deadline: Instant) -> Result<OwnedAttempt, BuyError> {
+        let owner = self.owner_for(sale, fencing);
+        loop {
+            if Instant::now() >= deadline {
+                return Err(BuyError::Api(ApiError::Busy));
+            }
+            if let Some(decided) = owner.decide(request) {
+                match decided.await {
+                    Ok(Decided::Committed(record)) => return Ok(OwnedAttempt::Bought(record)),
+                    Ok(Decided::UserLimit) => return Err(BuyError::UserLimit),
+                    Ok(Decided::Duplicate) => return Err(BuyError::DuplicateKey),
+                    Ok(Decided::Failed(e)) => return Err(BuyError::Api(e)),
+                    Ok(Decided::Retry) | Err(_) => continue,
+                }
+            }
+            if owner.stopped.is_cancelled() {
+                return Ok(OwnedAttempt::SaleChanged);
+            }
+            match tokio::time::timeout_at(deadline.into(), self.placement.take_shard(&owner)).await {
+                Err(_) => return Err(BuyError::Api(ApiError::Busy)),
+                Ok(taken) => match taken? {
+                    Taken::Shard => {}
+                    Taken::Nothing => return Ok(OwnedAttempt::NoStock),
+                },
+            }
+        }
+    }
+
+    /// Tells the other instances that this one needs stock of `sku`.
+    pub async fn ask_for_stock(&self, sku: &Sku) -> Result<(), ApiError> {
+        self.placement.ask_for_stock(sku).await
+    }
+
+    /// The shards of `sku` this instance owns now.
+    pub fn ownership(&self, sku: &Sku) -> Vec<OwnedShardView> {
+        let owner = self.owners.lock().unwrap().get(sku).cloned();
+        owner.map_or_else(Vec::new, |owner| {
+            owner
+                .snapshot()
+                .into_iter()
+                .map(|(shard, fence, committed, available): (ShardId, Fence, i64, i64)| OwnedShardView {
+                    shard: shard.get(),
+                    fence: fence.as_i64(),
+                    committed,
+                    available,
+                })
+                .collect()
+        })
+    }
+
+    /// Stops deciding and releases every owned shard (graceful shutdown). Call after the HTTP
+    /// server drained its requests, so every decided order has been committed and answered.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        let owners: Vec<Arc<SaleOwner>> = self.owners.lock().unwrap().drain().map(|(_, o)| o).collect();
+        for owner in owners {
+            for surrendered in owner.close() {
+                if let Err(e) = surrendered.guard.release().await {
+                    tracing::warn!(sku = %owner.sale.sku, shard = %surrendered.shard, error = %e, "shard release at shutdown failed; it expires with its lease");
+                }
+            }
+        }
+    }
+
+    /// The owner of this generation of the sale; a previous generation's owner is closed.
+    fn owner_for(&self, sale: &Sale, fencing: Fencing) -> Arc<SaleOwner> {
+        let mut owners = self.owners.lock().unwrap();
+        if let Some(owner) = owners.get(&sale.sku).filter(|o| o.sale.generation == sale.generation && !o.stopped.is_cancelled()) {
+            return owner.clone();
+        }
+        let owner = SaleOwner::new(sale.clone(), fencing);
+        if let Some(previous) = owners.insert(sale.sku.clone(), owner.clone()) {
+            self.batch.surrenders.send(&previous, previous.close());
+        }
+        batcher::spawn(owner.clone(), self.batch.clone());
+        owner
+    }
+}
+
+/// Looks at idle shards and other instances' requests for stock every `interval`, and renews the
+/// heartbeat every ten of them.
+async fn rebalance_loop(owned: std::sync::Weak<OwnedShards>, stop: CancellationToken, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for round in 0u64.. {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let Some(owned) = owned.upgrade() else { return };
+        if round % 10 == 0
+            && let Err(e) = owned.placement.heartbeat().await
+        {
+            tracing::debug!(error = %e, "heartbeat failed");
+        }
+        let owners: Vec<Arc<SaleOwner>> = owned.owners.lock().unwrap().values().cloned().collect();
+        if let Err(e) = owned.placement.rebalance(&owners).await {
+            tracing::debug!(error = %e, "rebalancing failed; trying again next tick");
+        }
+    }
+}

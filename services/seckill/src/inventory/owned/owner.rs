@@ -1,0 +1,291 @@
+//! The owner of a sale's shards on this instance: the shards it holds the locks of, their stock in
+//! memory, and the orders decided against that stock and not yet committed.
+//!
+//! Stock per shard is kept twice: `committed` is what PostgreSQL has (the owner wrote it last),
+//! `available` is `committed` minus every unit reserved by an order waiting for its batch. A
+//! decision is a reservation against `available`; only the batcher moves `committed`.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Instant,
+};
+
+use lockkit::{Fence, LockGuard};
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    domain::{Fencing, OrderRequest, ShardId},
+    error::ApiError,
+    store::{BatchShard, OrderRecord, Sale},
+};
+
+/// What a request waiting on its batch is told.
+#[derive(Debug)]
+pub(crate) enum Decided {
+    /// Committed under the owner's fence.
+    Committed(OrderRecord),
+    /// The per-user limit refused it.
+    UserLimit,
+    /// Its idempotency key was used already.
+    Duplicate,
+    /// Nothing was written (the shard was lost or the batch refused): decide again elsewhere.
+    Retry,
+    /// The batch failed or its fate is unknown: answer this, never retry (it may still land).
+    Failed(ApiError),
+}
+
+/// An order decided against memory, waiting for its batch.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) request: OrderRequest,
+    /// Units per shard, ascending.
+    pub(crate) parts: Vec<(ShardId, u32)>,
+    pub(crate) reply: oneshot::Sender<Decided>,
+}
+
+/// One owned shard.
+#[derive(Debug)]
+pub(crate) struct OwnedShard {
+    pub(crate) fence: Fence,
+    pub(crate) committed: i64,
+    pub(crate) available: i64,
+    pub(crate) last_used: Instant,
+    guard: LockGuard,
+    /// Stops the task that watches the lease for loss.
+    watch: CancellationToken,
+}
+
+impl OwnedShard {
+    /// Units reserved by orders not yet committed.
+    pub(crate) fn reserved(&self) -> i64 {
+        self.committed - self.available
+    }
+
+    /// Whether the lease is lost (the local deadline passed, or the watchdog was told so).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+}
+
+/// A shard given up: release its lock (in the background if dropped).
+#[derive(Debug)]
+pub(crate) struct Surrendered {
+    pub(crate) shard: ShardId,
+    pub(crate) guard: LockGuard,
+    /// Whether its stock is known to be gone (so everyone can stop probing it).
+    pub(crate) empty: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) shards: BTreeMap<ShardId, OwnedShard>,
+    pub(crate) pending: Vec<Pending>,
+    /// Set when the owner stops (sale reset, shutdown): nothing more is decided here.
+    pub(crate) closed: bool,
+}
+
+/// This instance's ownership of one generation of one sale.
+#[derive(Debug)]
+pub(crate) struct SaleOwner {
+    pub(crate) sale: Sale,
+    pub(crate) fencing: Fencing,
+    pub(crate) state: Mutex<State>,
+    /// Wakes the batcher when an order is pending.
+    pub(crate) work: Notify,
+    /// One shard acquisition at a time per sale and instance (see `Placement::take_shard`).
+    pub(crate) acquiring: tokio::sync::Mutex<()>,
+    /// Cancelled when the owner stops; ends its batcher.
+    pub(crate) stopped: CancellationToken,
+    /// Shards adopted so far.
+    adopted: AtomicU64,
+}
+
+impl SaleOwner {
+    pub(crate) fn new(sale: Sale, fencing: Fencing) -> Arc<Self> {
+        Arc::new(Self {
+            sale,
+            fencing,
+            state: Mutex::default(),
+            work: Notify::new(),
+            acquiring: tokio::sync::Mutex::new(()),
+            stopped: CancellationToken::new(),
+            adopted: AtomicU64::new(0),
+        })
+    }
+
+    /// Decides `request` against memory: reserves its units and queues it for the next batch.
+    /// `None` when the owned shards do not hold enough (or the owner stopped).
+    pub(crate) fn decide(&self, request: &OrderRequest) -> Option<oneshot::Receiver<Decided>> {
+        let mut state = self.state.lock().unwrap();
+        if state.closed {
+            return None;
+        }
+        let parts = reserve(&mut state.shards, i64::from(request.quantity.get()))?;
+        let (reply, decided) = oneshot::channel();
+        state.pending.push(Pending { request: request.clone(), parts, reply });
+        drop(state);
+        self.work.notify_one();
+        Some(decided)
+    }
+
+    /// Takes a claimed shard into memory and starts watching its lease: when it is lost, the
+    /// shard is forgotten at once and nothing more is decided against it.
+    pub(crate) fn adopt(self: &Arc<Self>, shard: ShardId, guard: LockGuard, remaining: i64) {
+        let watch = CancellationToken::new();
+        let lost = guard.lost();
+        let (owner, stop) = (Arc::downgrade(self), watch.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                cause = lost => {
+                    if let Some(owner) = owner.upgrade() {
+                        tracing::warn!(sku = %owner.sale.sku, %shard, ?cause, "shard lease lost; forgetting its stock");
+                        owner.forget(&[shard]);
+                    }
+                }
+                () = stop.cancelled() => {}
+            }
+        });
+        let fence = guard.fence();
+        let owned = OwnedShard { fence, committed: remaining, available: remaining, last_used: Instant::now(), guard, watch };
+        self.state.lock().unwrap().shards.insert(shard, owned);
+        self.adopted.fetch_add(1, Ordering::Release);
+        tracing::debug!(sku = %self.sale.sku, %shard, %fence, remaining, "shard owned");
+    }
+
+    /// How many shards were adopted so far (to tell whether one was while waiting).
+    pub(crate) fn adoptions(&self) -> u64 {
+        self.adopted.load(Ordering::Acquire)
+    }
+
+    /// Drops `shards` from memory (lost, deposed or unreachable): their pending orders are
+    /// routed again, and their locks released in the background (owner-checked, harmless if
+    /// already gone).
+    pub(crate) fn forget(&self, shards: &[ShardId]) {
+        let mut state = self.state.lock().unwrap();
+        let mut retry = Vec::new();
+        for shard in shards {
+            if let Some(owned) = state.shards.remove(shard) {
+                owned.watch.cancel();
+                drop(owned.guard);
+            }
+        }
+        let pending = std::mem::take(&mut state.pending);
+        for order in pending {
+            if order.parts.iter().any(|(s, _)| shards.contains(s)) {
+                retry.push(order);
+            } else {
+                state.pending.push(order);
+            }
+        }
+        drop(state);
+        for order in retry {
+            self.give_back(&order);
+            let _ = order.reply.send(Decided::Retry);
+        }
+    }
+
+    /// Returns the units `order` reserved on shards still owned (forgotten shards are gone
+    /// with their memory).
+    pub(crate) fn give_back(&self, order: &Pending) {
+        let mut state = self.state.lock().unwrap();
+        for (shard, take) in &order.parts {
+            if let Some(owned) = state.shards.get_mut(shard) {
+                owned.available += i64::from(*take);
+            }
+        }
+    }
+
+    /// Removes `shards` from memory to hand them back (they are empty, or idle).
+    pub(crate) fn take_shards(&self, shards: &[ShardId]) -> Vec<Surrendered> {
+        let mut state = self.state.lock().unwrap();
+        shards.iter().filter_map(|shard| state.shards.remove(shard).map(|owned| surrendered(*shard, owned))).collect()
+    }
+
+    /// Shards to give back: idle ones (nothing reserved, unused since `idle_before`) and, to
+    /// make room for another instance, up to `surplus` more without reservations.
+    pub(crate) fn surrender(&self, idle_before: Instant, surplus: usize) -> Vec<Surrendered> {
+        let mut state = self.state.lock().unwrap();
+        let free: Vec<ShardId> = state.shards.iter().filter(|(_, s)| s.reserved() == 0).map(|(id, _)| *id).collect();
+        let idle: Vec<ShardId> = free.iter().copied().filter(|id| state.shards[id].last_used < idle_before).collect();
+        let extra = free.iter().copied().filter(|id| !idle.contains(id)).take(surplus.saturating_sub(idle.len()));
+        let chosen: Vec<ShardId> = idle.iter().copied().chain(extra).collect();
+        chosen.into_iter().filter_map(|shard| state.shards.remove(&shard).map(|owned| surrendered(shard, owned))).collect()
+    }
+
+    /// Stops deciding and hands every shard back (sale reset, shutdown). Orders still pending
+    /// are routed again.
+    pub(crate) fn close(&self) -> Vec<Surrendered> {
+        self.stopped.cancel();
+        let mut state = self.state.lock().unwrap();
+        state.closed = true;
+        let pending = std::mem::take(&mut state.pending);
+        let shards = std::mem::take(&mut state.shards);
+        drop(state);
+        for order in pending {
+            let _ = order.reply.send(Decided::Retry);
+        }
+        shards.into_iter().map(|(shard, owned)| surrendered(shard, owned)).collect()
+    }
+
+    /// Shards with stock, for the fair-share count.
+    pub(crate) fn stocked_shards(&self) -> usize {
+        self.state.lock().unwrap().shards.values().filter(|s| s.available > 0).count()
+    }
+
+    /// What a batch must know of each shard it touches.
+    pub(crate) fn batch_shards(state: &State, shards: &[ShardId]) -> Vec<BatchShard> {
+        shards
+            .iter()
+            .filter_map(|id| state.shards.get(id).map(|s| BatchShard { shard: *id, fence: s.fence, committed: s.committed }))
+            .collect()
+    }
+
+    /// A view of the owned shards for operators: shard, fence, committed and available stock.
+    pub(crate) fn snapshot(&self) -> Vec<(ShardId, Fence, i64, i64)> {
+        let state = self.state.lock().unwrap();
+        state.shards.iter().map(|(id, s)| (*id, s.fence, s.committed, s.available)).collect()
+    }
+}
+
+fn surrendered(shard: ShardId, owned: OwnedShard) -> Surrendered {
+    owned.watch.cancel();
+    Surrendered { shard, empty: owned.committed <= 0, guard: owned.guard }
+}
+
+/// Reserves `quantity` units: from the single shard with the least stock that has enough (so
+/// shards empty and are handed back early), else gathered over several in ascending order.
+fn reserve(shards: &mut BTreeMap<ShardId, OwnedShard>, quantity: i64) -> Option<Vec<(ShardId, u32)>> {
+    let now = Instant::now();
+    let usable = |s: &OwnedShard| s.available > 0 && !s.is_lost();
+    let single = shards.iter().filter(|(_, s)| usable(s) && s.available >= quantity).min_by_key(|(_, s)| s.available).map(|(id, _)| *id);
+    let plan: Vec<(ShardId, i64)> = match single {
+        Some(id) => vec![(id, quantity)],
+        None => {
+            let mut need = quantity;
+            let mut parts = Vec::new();
+            for (id, s) in shards.iter().filter(|(_, s)| usable(s)) {
+                let take = s.available.min(need);
+                parts.push((*id, take));
+                need -= take;
+                if need == 0 {
+                    break;
+                }
+            }
+            if need > 0 {
+                return None;
+            }
+            parts
+        }
+    };
+    for (id, take) in &plan {
+        let owned = shards.get_mut(id).expect("planned from these shards");
+        owned.available -= take;
+        owned.last_used = now;
+    }
+    Some(plan.into_iter().map(|(id, take)| (id, take as u32)).collect())
+}

@@ -1,0 +1,212 @@
+//! What a shard owner writes: the claim that takes a shard over, and the batch commit that
+//! writes everything it decided since (see `migrations/0002_owned_shards.sql`).
+//!
+//! Both run on the critical pool, whose connections carry a `statement_timeout` and a TCP user
+//! timeout below the lease, and both are bounded on the client side too: a batch that does not
+//! answer in time has an unknown fate, and its connection is dropped rather than reused.
+
+use std::time::Duration;
+
+use deadpool_postgres::Object;
+use lockkit::Fence;
+use tokio_postgres::types::Type;
+
+use super::Db;
+use crate::{
+    domain::{Fencing, OrderRequest, ShardId},
+    error::ApiError,
+    store::Sale,
+};
+
+/// A shard of a batch as its owner knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchShard {
+    /// The shard.
+    pub shard: ShardId,
+    /// The owner's fence for it.
+    pub fence: Fence,
+    /// Its stock as the owner last wrote (or claimed) it.
+    pub committed: i64,
+}
+
+/// One decided order of a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchOrder<'a> {
+    /// The request.
+    pub request: &'a OrderRequest,
+    /// Units per shard, in ascending shard order.
+    pub parts: &'a [(ShardId, u32)],
+}
+
+/// What became of one order of a committed batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderOutcome {
+    /// Written, with this order id.
+    Accepted(i64),
+    /// The per-user limit refused it; its units stay with the shard.
+    UserLimit,
+    /// Its idempotency key was already used; its units stay with the shard.
+    Duplicate,
+}
+
+/// What became of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchOutcome {
+    /// Committed: one outcome per order, in order.
+    Committed(Vec<OrderOutcome>),
+    /// Nothing written: these shards carry a newer fence (their owner was deposed).
+    Deposed(Vec<ShardId>),
+    /// Nothing written: the sale was reset since the batch's orders were decided.
+    StaleSale,
+}
+
+/// Why a claim or a batch has no outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerWriteError {
+    /// No answer within the bound: the write may still happen (or may have happened).
+    #[error("no answer from the database within {0:?}")]
+    Unanswered(Duration),
+    /// The database refused or failed.
+    #[error(transparent)]
+    Db(#[from] ApiError),
+}
+
+impl OwnerWriteError {
+    /// Whether the write's fate is unknown (it may still land, fenced or not).
+    pub fn is_unanswered(&self) -> bool {
+        matches!(self, Self::Unanswered(_))
+    }
+}
+
+impl From<OwnerWriteError> for ApiError {
+    fn from(e: OwnerWriteError) -> Self {
+        match e {
+            OwnerWriteError::Unanswered(_) => ApiError::Unavailable("database"),
+            OwnerWriteError::Db(e) => e,
+        }
+    }
+}
+
+impl Db {
+    /// Takes `shard` over with `fence` for this generation of `sale`; its stock, or `None` if a
+    /// claim with this or a newer fence came first (or the sale was reset).
+    pub async fn claim_shard(&self, sale: &Sale, shard: ShardId, fence: Fence, bound: Duration) -> Result<Option<i64>, OwnerWriteError> {
+        let client = self.critical.get().await.map_err(ApiError::from)?;
+        bounded(client, bound, async |client| {
+            let row = client
+                .query_opt(
+                    "SELECT remaining FROM seckill_claim($1, $2, $3, $4)",
+                    &[&sale.sku.as_str(), &sale.generation, &shard.as_sql(), &fence.as_i64()],
+                )
+                .await?;
+            Ok(row.map(|r| i64::from(r.get::<_, i32>(0))))
+        })
+        .await
+    }
+
+    /// Commits a batch of `sale`'s orders in one statement (one round trip, one transaction).
+    pub async fn commit_batch(
+        &self,
+        sale: &Sale,
+        fencing: Fencing,
+        shards: &[BatchShard],
+        orders: &[BatchOrder<'_>],
+        bound: Duration,
+    ) -> Result<BatchOutcome, OwnerWriteError> {
+        let shard_ids: Vec<i32> = shards.iter().map(|s| s.shard.as_sql()).collect();
+        let fences: Vec<i64> = shards.iter().map(|s| s.fence.as_i64()).collect();
+        let committed: Vec<i32> = shards.iter().map(|s| s.committed as i32).collect();
+        let users: Vec<&str> = orders.iter().map(|o| o.request.user_id.as_str()).collect();
+        let quantities: Vec<i32> = orders.iter().map(|o| o.request.quantity.get() as i32).collect();
+        let keys: Vec<Option<&str>> = orders.iter().map(|o| o.request.idempotency_key.as_deref()).collect();
+        let (mut part_order, mut part_shard, mut part_take) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, order) in orders.iter().enumerate() {
+            for &(shard, take) in order.parts {
+                part_order.push(i as i32 + 1);
+                part_shard.push(shard.as_sql());
+                part_take.push(take as i32);
+            }
+        }
+        let client = self.critical.get().await.map_err(ApiError::from)?;
+        let rows = bounded(client, bound, async |client| {
+            // Typed and unprepared: the whole batch leaves in one flight of messages, with no
+            // prepare round trip before it.
+            client
+                .query_typed(
+                    "SELECT ord, outcome, order_id, shard FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    &[
+                        (&sale.sku.as_str(), Type::TEXT),
+                        (&sale.generation, Type::INT8),
+                        (&(sale.spec.per_user_limit as i32), Type::INT4),
+                        (&(fencing == Fencing::Fenced), Type::BOOL),
+                        (&shard_ids, Type::INT4_ARRAY),
+                        (&fences, Type::INT8_ARRAY),
+                        (&committed, Type::INT4_ARRAY),
+                        (&users, Type::TEXT_ARRAY),
+                        (&quantities, Type::INT4_ARRAY),
+                        (&keys, Type::TEXT_ARRAY),
+                        (&part_order, Type::INT4_ARRAY),
+                        (&part_shard, Type::INT4_ARRAY),
+                        (&part_take, Type::INT4_ARRAY),
+                    ],
+                )
+                .await
+        })
+        .await?;
+        batch_outcome(&rows, orders.len()).map_err(|e| OwnerWriteError::Db(ApiError::Internal(e)))
+    }
+}
+
+/// Reads the rows of `seckill_commit_batch`.
+fn batch_outcome(rows: &[tokio_postgres::Row], orders: usize) -> Result<BatchOutcome, String> {
+    let mut deposed = Vec::new();
+    let mut outcomes = vec![None; orders];
+    for row in rows {
+        let outcome: &str = row.get(1);
+        match outcome {
+            "stale_sale" => return Ok(BatchOutcome::StaleSale),
+            "deposed" => deposed.push(ShardId::new(row.get::<_, i32>(3) as u32)),
+            _ => {
+                let ord: i32 = row.get(0);
+                let slot = outcomes.get_mut((ord as usize).wrapping_sub(1)).ok_or(format!("batch outcome for order {ord}"))?;
+                *slot = Some(match outcome {
+                    "ok" => OrderOutcome::Accepted(row.get(2)),
+                    "user_limit" => OrderOutcome::UserLimit,
+                    "duplicate" => OrderOutcome::Duplicate,
+                    other => return Err(format!("unknown batch outcome {other:?}")),
+                });
+            }
+        }
+    }
+    if !deposed.is_empty() {
+        return Ok(BatchOutcome::Deposed(deposed));
+    }
+    outcomes
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .map(BatchOutcome::Committed)
+        .ok_or_else(|| "an order of the batch has no outcome".into())
+}
+
+/// Runs `work` on `client` within `bound`. Past it the connection is taken out of the pool and
+/// closed, never reused with a statement of unknown fate still on it.
+async fn bounded<T>(
+    client: Object,
+    bound: Duration,
+    work: impl AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
+) -> Result<T, OwnerWriteError> {
+    let outcome = tokio::time::timeout(bound, work(&client)).await;
+    match outcome {
+        Ok(result) => {
+            if result.is_err() {
+                // A failed statement may leave the connection in any state: do not reuse it.
+                drop(Object::take(client));
+            }
+            result.map_err(|e| OwnerWriteError::Db(e.into()))
+        }
+        Err(_) => {
+            drop(Object::take(client));
+            Err(OwnerWriteError::Unanswered(bound))
+        }
+    }
+}

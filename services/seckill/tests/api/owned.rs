@@ -1,0 +1,282 @@
+//! `owned-shards` under hand-offs and faults, on several instances; `owned-unfenced` as the
+//! control that shows the fence is what keeps a deposed owner's batch out.
+
+use std::time::Duration;
+
+use chaos::faultproxy::{FaultProxy, Mode};
+use reqwest::StatusCode;
+use seckill::config::{Secret, Settings};
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::{TestApp, db, spawn_app_with, test_settings},
+    orders::redis_url,
+};
+
+/// Short leases, so takeovers happen within the test's patience.
+fn owner_settings() -> Settings {
+    let mut settings = test_settings();
+    settings.lock_lease = Duration::from_millis(1000);
+    settings.owner_write_timeout = Duration::from_millis(400);
+    settings.idle_release = Duration::from_millis(200);
+    settings
+}
+
+fn sale(total: u32, shards: u32, strategy: &str) -> Value {
+    json!({"total": total, "shards": shards, "per_user_limit": 1000, "max_per_order": 2, "strategy": strategy})
+}
+
+/// Orders one unit as `user`, retrying `503` until the deadline; the final status and body.
+async fn buy(app: &TestApp, sku: &str, user: &str) -> (StatusCode, Value) {
+    for _ in 0..200 {
+        let response = app.order(sku, user, 1, None).await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if status != StatusCode::SERVICE_UNAVAILABLE {
+            return (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("still 503 after 200 tries");
+}
+
+/// Buys one unit at a time through `app` until sold out; the number of units bought.
+async fn buy_until_sold_out(app: &TestApp, sku: &str, label: &str) -> u32 {
+    let mut bought = 0;
+    loop {
+        let (status, body) = buy(app, sku, &format!("{label}-{bought}")).await;
+        match status {
+            StatusCode::CREATED => bought += 1,
+            StatusCode::CONFLICT if body["error"] == "sold_out" => return bought,
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+}
+
+async fn owned_fences(app: &TestApp, sku: &str) -> Vec<i64> {
+    let (_, body) = app.get_json(&format!("/v1/sales/{sku}/owners")).await;
+    body["shards"].as_array().unwrap().iter().map(|s| s["fence"].as_i64().unwrap()).collect()
+}
+
+async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..500 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn assert_exact(audit: &Value, total: u32) {
+    assert_eq!(audit["sold"], total, "{audit}");
+    assert_eq!(audit["remaining"], 0, "{audit}");
+    assert_eq!(audit["oversold"], 0, "{audit}");
+    assert_eq!(audit["consistent"], true, "{audit}");
+    assert_eq!(audit["stranded"], 0, "{audit}");
+}
+
+/// Three instances take shards as their demand arrives; then only one gets requests, and it
+/// still sells every unit: the others hand their shards back (idle, or on request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shards_are_handed_off_to_the_one_instance_that_still_gets_requests() {
+    let apps = [spawn_app_with(owner_settings()).await, spawn_app_with(owner_settings()).await, spawn_app_with(owner_settings()).await];
+    let sku = apps[0].create_sale(sale(60, 6, "owned-shards")).await;
+    for (i, app) in apps.iter().enumerate() {
+        assert_eq!(buy(app, &sku, &format!("warm-{i}")).await.0, StatusCode::CREATED);
+        assert!(!owned_fences(app, &sku).await.is_empty(), "instance {i} owns a shard");
+    }
+
+    let bought = buy_until_sold_out(&apps[0], &sku, "only").await;
+
+    assert_eq!(bought, 57);
+    assert_exact(&apps[0].audit(&sku).await, 60);
+}
+
+/// An owner stopped gracefully mid-sale hands its shards back on the way out; another instance
+/// takes them over and sells the rest. Nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gracefully_stopped_owner_hands_its_shards_over() {
+    let first = spawn_app_with(owner_settings()).await;
+    let second = spawn_app_with(owner_settings()).await;
+    let sku = first.create_sale(sale(40, 2, "owned-shards")).await;
+    let mut bought = 0;
+    for i in 0..15 {
+        assert_eq!(buy(&first, &sku, &format!("first-{i}")).await.0, StatusCode::CREATED);
+        bought += 1;
+    }
+    assert!(!owned_fences(&first, &sku).await.is_empty());
+
+    first.stop().await;
+    bought += buy_until_sold_out(&second, &sku, "second").await;
+
+    assert_eq!(bought, 40);
+    assert_exact(&second.audit(&sku).await, 40);
+}
+
+/// The lock key of an owned shard is deleted from outside while its owner (whose long lease
+/// means its watchdog will not look for a while) still holds the stock in memory. Another
+/// instance takes the shard over and sells. The first owner's next batch is refused by the
+/// fence: its client never sees a 201 under the old fence, the order is decided again under a
+/// newer one, and the sale stays exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deposed_owners_batch_is_refused_by_the_fence() {
+    let mut slow_watchdog = owner_settings();
+    slow_watchdog.lock_lease = Duration::from_secs(30);
+    let stale = spawn_app_with(slow_watchdog).await;
+    let usurper = spawn_app_with(owner_settings()).await;
+    let sku = stale.create_sale(sale(20, 1, "owned-shards")).await;
+    let (_, first) = buy(&stale, &sku, "before").await;
+    let old_fence = first["fence"].as_i64().unwrap();
+    let mut redis = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("DEL").arg(format!("{{lockkit:seckill:{sku}:0}}")).query_async(&mut redis).await.unwrap();
+    for i in 0..5 {
+        let (status, order) = buy(&usurper, &sku, &format!("usurper-{i}")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        assert!(order["fence"].as_i64().unwrap() > old_fence);
+    }
+
+    let (status, order) = buy(&stale, &sku, "after").await;
+
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(order["fence"].as_i64().unwrap() > old_fence + 1, "sold under a newer fence, not the deposed one: {order}");
+    let audit = stale.audit(&sku).await;
+    assert!(audit["fence_rejections"].as_i64().unwrap() >= 1, "the stale batch was refused: {audit}");
+    assert_eq!(audit["sold"], 7, "{audit}");
+    assert_eq!(audit["consistent"], true, "{audit}");
+}
+
+/// With nobody taking over, an owner whose lock key vanished notices the loss (its watchdog)
+/// and stops selling from memory: its next order needs a new grant and a new claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_owner_that_lost_its_lease_stops_selling_from_memory() {
+    let app = spawn_app_with(owner_settings()).await;
+    let sku = app.create_sale(sale(20, 1, "owned-shards")).await;
+    let (_, first) = buy(&app, &sku, "before").await;
+    let mut redis = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("DEL").arg(format!("{{lockkit:seckill:{sku}:0}}")).query_async(&mut redis).await.unwrap();
+
+    assert!(eventually(async || owned_fences(&app, &sku).await.is_empty()).await, "the loss was noticed");
+    let (status, second) = buy(&app, &sku, "after").await;
+
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(second["fence"].as_i64().unwrap() > first["fence"].as_i64().unwrap());
+    assert_exact_so_far(&app.audit(&sku).await, 2);
+}
+
+fn assert_exact_so_far(audit: &Value, sold: u32) {
+    assert_eq!(audit["sold"], sold, "{audit}");
+    assert_eq!(audit["oversold"], 0, "{audit}");
+    assert_eq!(audit["consistent"], true, "{audit}");
+}
+
+/// Kleppmann's delayed packet. The owner's PostgreSQL traffic goes through a fault proxy, which
+/// holds it (its batch is already sent) past the owner's write bound, so the owner gives the
+/// shard up; another instance takes it over and sells out. Then the held bytes are delivered.
+/// Returns the audit once the late batch has been executed.
+async fn delayed_packet(strategy: &str) -> Value {
+    let pg = pg_addr();
+    let proxy = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg).await.unwrap();
+    let mut delayed = owner_settings();
+    delayed.database_url = Secret::new(format!("postgres://seckill@{}/seckill", proxy.addr()));
+    let owner = spawn_app_with(delayed).await;
+    let other = spawn_app_with(owner_settings()).await;
+    let sku = other.create_sale(sale(20, 1, strategy)).await;
+    assert_eq!(buy(&owner, &sku, "first").await.0, StatusCode::CREATED);
+
+    proxy.set_mode(Mode::Blackhole);
+    let held = owner.order(&sku, "held", 1, None).await;
+    assert_eq!(held.status(), StatusCode::SERVICE_UNAVAILABLE, "a batch of unknown fate is never acknowledged");
+    let taken_over = buy_until_sold_out(&other, &sku, "other").await;
+    assert_eq!(taken_over, 19);
+    let before = db().await.query_one("SELECT fence_rejections FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get::<_, i64>(0);
+    proxy.set_mode(Mode::Pass);
+
+    // The late batch lands: refused by the fence (a rejection is counted), or written (an order
+    // appears beyond the stock).
+    let landed = eventually(async || {
+        let audit = other.audit(&sku).await;
+        audit["fence_rejections"].as_i64().unwrap() > before || audit["sold"].as_i64().unwrap() > 20
+    })
+    .await;
+    assert!(landed, "the held batch reached PostgreSQL");
+    other.audit(&sku).await
+}
+
+fn pg_addr() -> std::net::SocketAddr {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://seckill@127.0.0.1:5440/seckill".into());
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("tests need PostgreSQL over TCP, not {other:?}"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}").parse().unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delayed_batch_from_a_deposed_owner_is_refused_by_the_fence() {
+    let audit = delayed_packet("owned-shards").await;
+
+    assert_exact(&audit, 20);
+}
+
+/// The control: the same fault, without the `fence = t` predicate, oversells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_owned_unfenced_oversells_under_a_delayed_packet() {
+    let audit = delayed_packet("owned-unfenced").await;
+
+    assert!(audit["oversold"].as_i64().unwrap() > 0, "{audit}");
+    assert_eq!(audit["consistent"], false, "{audit}");
+}
+
+/// PostgreSQL is blackholed for one instance only (traffic dropped, no reset): the others take
+/// its shards over within about a lease and sell everything. The cut-off instance answers
+/// nothing but 201, 409 or 503, and nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_take_over_from_one_whose_database_is_blackholed() {
+    let proxy = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg_addr()).await.unwrap();
+    let mut cut = owner_settings();
+    cut.database_url = Secret::new(format!("postgres://seckill@{}/seckill", proxy.addr()));
+    let cut = spawn_app_with(cut).await;
+    let healthy = [spawn_app_with(owner_settings()).await, spawn_app_with(owner_settings()).await];
+    let sku = healthy[0].create_sale(sale(60, 3, "owned-shards")).await;
+    let mut acknowledged = Vec::new();
+    for i in 0..3 {
+        let (status, order) = buy(&cut, &sku, &format!("cut-{i}")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        acknowledged.push(order["order_id"].as_i64().unwrap());
+    }
+
+    proxy.set_mode(Mode::Blackhole);
+    let cut_answers = async {
+        let mut statuses = Vec::new();
+        for i in 0..5 {
+            statuses.push(cut.order(&sku, &format!("cut-late-{i}"), 1, None).await.status());
+        }
+        statuses
+    };
+    let sell = async {
+        let mut n = 0;
+        for app in healthy.iter().cycle() {
+            let (status, body) = buy(app, &sku, &format!("healthy-{n}")).await;
+            n += 1;
+            match status {
+                StatusCode::CREATED => {}
+                StatusCode::CONFLICT if body["error"] == "sold_out" => return n - 1,
+                other => panic!("unexpected {other}: {body}"),
+            }
+        }
+        unreachable!()
+    };
+    let (statuses, _) = tokio::join!(cut_answers, sell);
+
+    assert!(statuses.iter().all(|s| *s == StatusCode::SERVICE_UNAVAILABLE || *s == StatusCode::CREATED), "{statuses:?}");
+    proxy.set_mode(Mode::Pass);
+    let audit = healthy[1].audit(&sku).await;
+    assert_eq!(audit["sold"], 60, "{audit}");
+    assert_eq!(audit["oversold"], 0, "{audit}");
+    assert_eq!(audit["consistent"], true, "{audit}");
+    let stored = crate::orders::stored_order_ids(&sku).await;
+    assert!(acknowledged.iter().all(|id| stored.contains(id)), "acknowledged orders are stored");
+}
