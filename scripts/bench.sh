@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The comparison runner (`make bench`): stock strategies x shards under k6 load, the PostgreSQL
-# and Redis ceilings, lockkit next to the peer lock libraries. See loadtest/README.md.
+# The comparison runner (`make bench`): stock strategies x shards under k6 load, the HTTP,
+# PostgreSQL and Redis ceilings, lockkit next to the peer lock libraries. See loadtest/README.md.
 #
 #   scripts/bench.sh             full run: loadtest/results/<UTC>.json, latest.json, latest.md, latest.svg
-#   scripts/bench.sh --smoke     CI check (~1 min after the build): loadtest/results/smoke-latest.json;
+#   scripts/bench.sh --smoke     CI check (~1.5 min after the build): loadtest/results/smoke-latest.json;
 #                                exits non-zero on any correctness violation
 #   scripts/bench.sh --help      the runner's options (any of them can be added to the two above)
 #

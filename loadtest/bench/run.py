@@ -4,8 +4,10 @@
 Runs, in one go and against the project's own Redis and PostgreSQL (loopback only):
 
   1. the strategy matrix: every stock strategy x shards (1, 20), k6 open-model load against two
-     seckill instances, then the sale's audit;
-  2. the ceilings: pgbench doing one order's database work (`seckill_commit`), redis-benchmark
+     seckill instances, then the sale's audit, with Redis commands and PostgreSQL commits per
+     order; then the throughput cells (stock that outlasts the load) of a few strategies;
+  2. the ceilings: the HTTP ceiling (the same k6 arrival model against GET /healthz on the same
+     instances), pgbench doing one order's database work (`seckill_commit`), redis-benchmark
      doing lock acquire / release round trips;
   3. lockkit: `lockctl bench` next to the peer lock libraries (loadtest/peers) and the raw Redis
      pair rate at the same concurrency;
@@ -48,10 +50,21 @@ PROFILE_DIR = os.environ.get("BENCH_PROFILE", "release")
 SECKILL_BIN = ROOT / "target" / PROFILE_DIR / "seckill"
 LOCKCTL_BIN = ROOT / "target" / PROFILE_DIR / "lockctl"
 K6_SCRIPT = ROOT / "loadtest" / "k6" / "seckill.js"
+K6_HEALTHZ = ROOT / "loadtest" / "k6" / "healthz.js"
 K6_WRAPPER = ROOT / "scripts" / "k6.sh"
 PEERS_RUN = ROOT / "loadtest" / "peers" / "run.sh"
 
-STRATEGIES = ["none", "redis-lock", "sharded-fenced", "db-atomic", "db-pessimistic", "db-optimistic"]
+STRATEGIES = ["none", "redis-lock", "sharded-fenced", "db-atomic", "db-pessimistic", "db-optimistic",
+              "owned-shards", "owned-unfenced"]
+# Smoke leaves out the owned-unfenced control (identical to owned-shards without faults) to stay quick.
+SMOKE_STRATEGIES = [s for s in STRATEGIES if s != "owned-unfenced"]
+# Throughput cells (full mode): stock that outlasts the load, so orders/s is a steady-state rate.
+THROUGHPUT_CELLS = "owned-shards/20,db-atomic/20"
+# Throughput cells: 10 000 000 user ids, so that the per-user limit does not cap the sale.
+THROUGHPUT_USERS = 10_000_000
+# Seconds to wait after a cell's load before reading pg_stat_database: PostgreSQL 15+ backends
+# flush their transaction counters when idle, at most once a second.
+PG_STATS_SETTLE_S = 1.5
 SHARDS = [1, 20]
 LOCK_CONCURRENCIES = [1, 16, 64]
 CONTENDED_C = 16
@@ -85,7 +98,11 @@ TARGETS_DOC = {
     "lockkit_vs_peers": "lockkit uncontended ahead of every peer library at every concurrency (1, 16, 64)",
     "fenced_shard_scaling": "sharded-fenced with 20 shards >= 3x its 1-shard orders/s",
     "fenced_vs_pg": "sharded-fenced with 20 shards >= 60% of pg_order_tps",
-    "no_oversell": "zero oversold and zero stranded for every strategy except none",
+    "owned_vs_db_atomic": "owned-shards with 20 shards >= 2x db-atomic with 20 shards in orders/s (throughput cells)",
+    "owned_vs_http": "owned-shards with 20 shards >= 60% of the HTTP ceiling (GET /healthz, same arrival model)",
+    "owned_redis_per_order": "owned-shards with 20 shards: <= 0.1 Redis commands per order (throughput cell)",
+    "owned_pg_per_order": "owned-shards with 20 shards: <= 0.25 PostgreSQL commits per order (throughput cell)",
+    "no_oversell": "zero oversold and zero stranded for every strategy except none (owned-unfenced included)",
     "none_oversells": "none oversells (the control shows the race is real)",
 }
 
@@ -190,6 +207,31 @@ class Redis:
         if proc.returncode != 0:
             raise SetupError(f"redis-cli {' '.join(args[:2])} failed: {proc.stderr.strip()[:300]}")
         return proc.stdout.strip()
+
+
+def redis_total_commands(redis: Redis) -> int | None:
+    """The server's total_commands_processed (INFO stats); this INFO itself is counted after it."""
+    try:
+        m = re.search(r"total_commands_processed:(\d+)", redis.cli("INFO", "stats"))
+    except SetupError:
+        return None
+    return int(m.group(1)) if m else None
+
+
+def pg_total_commits(pg: Pg) -> int | None:
+    """sum(xact_commit) over every database of the server (read-only transactions included)."""
+    try:
+        rows = pg.query("SELECT sum(xact_commit) FROM pg_stat_database")
+    except SetupError:
+        return None
+    try:
+        return int(rows[0][0])
+    except (IndexError, ValueError):
+        return None
+
+
+def per_order(delta: int | None, orders: int) -> float | None:
+    return None if delta is None or orders <= 0 else round(delta / orders, 4)
 
 
 def loopback_only(url: str, what: str) -> None:
@@ -335,11 +377,14 @@ def metric(summary: dict, name: str, stat: str, default=0):
     return m.get("values", {}).get(stat, default)
 
 
-def run_cell(args, cfg, pg: Pg, instances: list[Instance], token: str, run_id: str, run_dir: Path,
-             strategy: str, shards: int) -> dict:
-    sku = f"bench-{run_id}-{strategy}-{shards}"
-    summary_path = run_dir / f"k6-{strategy}-{shards}.json"
-    k6_log = run_dir / f"k6-{strategy}-{shards}.log"
+def run_cell(args, cfg, pg: Pg, redis: Redis, instances: list[Instance], token: str, run_id: str, run_dir: Path,
+             strategy: str, shards: int, kind: str = "mission") -> dict:
+    """One cell. kind "mission": the sale of cfg["total"] units (sells out); "throughput": the
+    caller's cfg has a stock that outlasts the load, so orders/s is a steady-state rate."""
+    suffix = "" if kind == "mission" else "-tp"
+    sku = f"bench-{run_id}-{strategy}-{shards}{suffix}"
+    summary_path = run_dir / f"k6-{strategy}-{shards}{suffix}.json"
+    k6_log = run_dir / f"k6-{strategy}-{shards}{suffix}.log"
     env = dict(os.environ)
     env.update({
         "TARGETS": ",".join(i.base for i in instances),
@@ -362,6 +407,9 @@ def run_cell(args, cfg, pg: Pg, instances: list[Instance], token: str, run_id: s
     })
     log_offsets = [i.log_path.stat().st_size for i in instances]
     metrics_before = scrape_metrics(instances)
+    # Per-order costs: server-wide counters around the whole cell (k6 setup with the sale PUT,
+    # the load, k6 teardown with the audit).
+    redis_before, pg_before = redis_total_commands(redis), pg_total_commits(pg)
     limit = cfg["duration_s"] + 150  # load + gracefulStop 10 s + setup/teardown bounds
     t0 = time.monotonic()
     with open(k6_log, "wb") as out:
@@ -384,8 +432,11 @@ def run_cell(args, cfg, pg: Pg, instances: list[Instance], token: str, run_id: s
             rc = rc if rc else -1
     wall = time.monotonic() - t0
 
+    time.sleep(PG_STATS_SETTLE_S)
+    redis_after, pg_after = redis_total_commands(redis), pg_total_commits(pg)
     metrics_after = scrape_metrics(instances)
-    cell: dict = {"strategy": strategy, "shards": shards, "sku": sku, "k6_exit": rc, "k6_wall_s": round(wall, 1),
+    cell: dict = {"strategy": strategy, "shards": shards, "cell": kind, "total": cfg["total"], "users": cfg["users"],
+                  "sku": sku, "k6_exit": rc, "k6_wall_s": round(wall, 1),
                   "k6_summary": str(summary_path.relative_to(ROOT)), "k6_log": str(k6_log.relative_to(ROOT))}
     try:
         summary = json.loads(summary_path.read_text())
@@ -462,6 +513,14 @@ def run_cell(args, cfg, pg: Pg, instances: list[Instance], token: str, run_id: s
         "k6_notes": sk.get("notes", []),
         "service_metrics": metrics_delta(metrics_before, metrics_after),
     })
+    redis_cmds = redis_after - redis_before if redis_after is not None and redis_before is not None else None
+    pg_commits = pg_after - pg_before if pg_after is not None and pg_before is not None else None
+    cell.update({
+        "redis_commands": redis_cmds,
+        "pg_commits": pg_commits,
+        "redis_cmds_per_order": per_order(redis_cmds, n_orders),
+        "pg_commits_per_order": per_order(pg_commits, n_orders),
+    })
     # Reasons for unexpected answers (k6 logs the first few per VU).
     try:
         reasons = re.findall(r"unexpected answer \(([^)]*)\)", k6_log.read_text(errors="replace"))
@@ -480,10 +539,14 @@ def run_cell(args, cfg, pg: Pg, instances: list[Instance], token: str, run_id: s
     return cell
 
 
+def cell_name(cell: dict) -> str:
+    return f"{cell['strategy']}/{cell['shards']}" + (" (throughput)" if cell.get("cell") == "throughput" else "")
+
+
 def check_cell(cell: dict, smoke: bool) -> list[str]:
     """Correctness checks of one cell; returns human-readable violations."""
     v: list[str] = []
-    name = f"{cell['strategy']}/{cell['shards']}"
+    name = cell_name(cell)
     a = cell.get("audit")
     rc, failed = cell["k6_exit"], set(cell["failed_thresholds"])
     if cell["k6_verdict"] in ("missing", "aborted") or rc not in (0, 99):
@@ -517,6 +580,51 @@ def check_cell(cell: dict, smoke: bool) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------
 # ceilings
+
+
+def http_ceiling(cfg, instances: list[Instance], run_dir: Path) -> dict:
+    """The same k6 arrival model as the cells (rate, duration, VU pool, both instances round-robin)
+    against GET /healthz: what HTTP alone reaches on these instances with k6 on the same machine."""
+    summary_path = run_dir / "k6-healthz.json"
+    k6_log = run_dir / "k6-healthz.log"
+    env = dict(os.environ)
+    env.update({
+        "TARGETS": ",".join(i.base for i in instances),
+        "RATE": str(cfg["rate"]),
+        "DURATION": f"{cfg['duration_s']}s",
+        "MAX_VUS": str(cfg["max_vus"]),
+        "PRE_VUS": str(min(cfg["max_vus"], max(10, cfg["rate"] // 5))),
+        "SUMMARY_PATH": str(summary_path),
+        "LOG_UNEXPECTED": "2",
+    })
+    limit = cfg["duration_s"] + 90
+    with open(k6_log, "wb") as out:
+        proc = subprocess.Popen(["bash", str(K6_WRAPPER), "-q", "--no-color", str(K6_HEALTHZ)], env=env, cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=limit)
+        except BaseException:  # timeout, or interrupted: never leave our k6 behind
+            proc.kill()
+            proc.wait()
+            raise
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, ValueError):
+        raise SetupError(f"k6 healthz run left no summary (exit {rc}); see {k6_log}")
+    h = summary.get("healthz", {})
+    return {
+        "http_ok_per_sec": round(float(h.get("ok_per_sec", 0.0)), 1),
+        "ok": int(h.get("ok", 0)),
+        "unexpected": int(h.get("unexpected", 0)),
+        "dropped_iterations": int(h.get("dropped_iterations", 0)),
+        "rate": cfg["rate"], "duration_s": cfg["duration_s"], "max_vus": cfg["max_vus"],
+        "p50_ms": round_or_none(metric(summary, "healthz_latency", "med", None), 2),
+        "p99_ms": round_or_none(metric(summary, "healthz_latency", "p(99)", None), 2),
+        "capped_by_offered_rate": int(h.get("dropped_iterations", 0)) == 0,
+        "k6_exit": rc, "k6_log": str(k6_log.relative_to(ROOT)),
+        "what": "k6 constant-arrival-rate, same rate, duration and VU pool as the cells, GET /healthz on both instances "
+                "round-robin; 200 answers / load duration",
+    }
 
 
 def pgbench_ceiling(pg: Pg, run_id: str, run_dir: Path, seconds: int, clients: int) -> dict:
@@ -678,7 +786,8 @@ def evaluate_targets(cells: list[dict], ceilings: dict, lk: dict, smoke: bool) -
     def add(key, ok, detail):
         out.append({"id": key, "target": TARGETS_DOC[key], "status": "PASS" if ok else "MISS", "detail": detail})
 
-    by = {(c["strategy"], c["shards"]): c for c in cells}
+    by = {(c["strategy"], c["shards"]): c for c in cells if c.get("cell", "mission") == "mission"}
+    tp = {(c["strategy"], c["shards"]): c for c in cells if c.get("cell") == "throughput"}
 
     # lockkit vs raw redis
     ratios = lk.get("ratios", {})
@@ -719,8 +828,47 @@ def evaluate_targets(cells: list[dict], ceilings: dict, lk: dict, smoke: bool) -
         add("fenced_vs_pg", x >= 0.6, f"{f20['orders_per_sec']:.0f} orders/s = {x * 100:.0f}% of {tps:.0f} tps")
     else:
         add("fenced_vs_pg", False, "no data")
+    # owned-shards: speed against db-atomic and the HTTP ceiling, and per-order costs. Judged on the
+    # throughput cells (steady-state selling) when they ran, else on the mission cells; the other
+    # cell's figure is given in the detail.
+    def pick(strategy):
+        if (strategy, 20) in tp:
+            return tp[(strategy, 20)], "throughput"
+        if (strategy, 20) in by:
+            return by[(strategy, 20)], "mission"
+        return None, None
+
+    o20, o_kind = pick("owned-shards")
+    a20, a_kind = pick("db-atomic")
+    o_mission = by.get(("owned-shards", 20))
+    if o20 and a20 and o_kind == a_kind and a20["orders_per_sec"]:
+        x = o20["orders_per_sec"] / a20["orders_per_sec"]
+        extra = ""
+        am = by.get(("db-atomic", 20))
+        if o_kind == "throughput" and o_mission and am and am["orders_per_sec"]:
+            extra = f"; mission cells: {o_mission['orders_per_sec']:.0f} / {am['orders_per_sec']:.0f} = x{o_mission['orders_per_sec'] / am['orders_per_sec']:.2f}"
+        add("owned_vs_db_atomic", x >= 2.0,
+            f"{o_kind} cells: {o20['orders_per_sec']:.0f} / {a20['orders_per_sec']:.0f} orders/s = x{x:.2f}{extra}")
+    else:
+        add("owned_vs_db_atomic", False, "no data")
+    http = (ceilings.get("http") or {}).get("http_ok_per_sec")
+    if o20 and http:
+        x = o20["orders_per_sec"] / http
+        add("owned_vs_http", x >= 0.6, f"{o_kind} cell: {o20['orders_per_sec']:.0f} orders/s = {x * 100:.0f}% of {http:.0f} req/s")
+    else:
+        add("owned_vs_http", False, "no data" + (" (HTTP ceiling not run)" if not http else ""))
+    for key, field, limit, unit in (("owned_redis_per_order", "redis_cmds_per_order", 0.1, "Redis commands"),
+                                    ("owned_pg_per_order", "pg_commits_per_order", 0.25, "PostgreSQL commits")):
+        if o20 and o20.get(field) is not None:
+            v = o20[field]
+            extra = ""
+            if o_kind == "throughput" and o_mission and o_mission.get(field) is not None:
+                extra = f"; mission cell: {o_mission[field]:.3f}"
+            add(key, v <= limit, f"{o_kind} cell: {v:.3f} {unit} per order ({o20['orders']} orders){extra}")
+        else:
+            add(key, False, "no data")
     # correctness
-    bad = [f"{c['strategy']}/{c['shards']}: oversold={c['oversold']} stranded={c['stranded']}"
+    bad = [f"{cell_name(c)}: oversold={c['oversold']} stranded={c['stranded']}"
            for c in cells if c["strategy"] != "none" and (c["oversold"] != 0 or c["stranded"] != 0)]
     others = [c for c in cells if c["strategy"] != "none"]
     add("no_oversell", bool(others) and not bad, "; ".join(bad) if bad else f"{len(others)} cells clean")
@@ -813,23 +961,34 @@ def markdown(res: dict) -> str:
              f"Redis {m.get('redis_server')}, PostgreSQL {m.get('postgres_server')}, {m.get('k6')}. "
              f"Load average at start {', '.join(f'{x:.2f}' for x in m.get('loadavg_start', []))}.")
     L.append("")
-    L.append(f"Each cell: a fresh sale of {s['total']} units (per-user limit 2, 1-2 units per order), k6 open model at "
+    L.append(f"Each mission cell: a fresh sale of {s['total']} units (per-user limit 2, 1-2 units per order), k6 open model at "
              f"{s['rate']} arrivals/s for {s['duration_s']} s over two instances (max {s['max_vus']} VUs). "
              "orders/s = orders committed / (time from the start of the load until the last order if the sale sold out, "
              "else the load duration). Latency: accepted (201) orders only, as k6 saw them.")
+    if s.get("throughput_cells"):
+        L.append("")
+        L.append(f"Throughput cells ({', '.join(s['throughput_cells'])}): the same load, but a sale of {s['throughput_total']} units "
+                 f"and {s['throughput_users']} user ids, so the stock outlasts the load (at most 2 units per arrival) and "
+                 "orders/s is the steady-state rate over the whole load.")
+    L.append("")
+    L.append("Per-order costs: Redis `INFO stats` total_commands_processed and PostgreSQL `sum(xact_commit)` from "
+             "`pg_stat_database` (read-only transactions included), server-wide deltas over the whole cell (k6 setup with the "
+             "sale PUT, the load, the teardown audit; the runner's own probes add about 1 Redis command and 3 commits), "
+             "divided by the orders committed.")
     L.append("")
     L.append("![orders/s and oversold per strategy](latest.svg)")
     L.append("")
     L.append("## Strategies")
     L.append("")
-    L.append("| strategy | shards | orders/s | p50 ms | p99 ms | sold | oversold | stranded | duplicates | fence rej. | busy (503) | errors | sold out after s | k6 | check |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    L.append("| strategy | shards | cell | orders/s | p50 ms | p99 ms | sold | oversold | stranded | duplicates | fence rej. | busy (503) | errors | sold out after s | Redis cmds / order | PG commits / order | k6 | check |")
+    L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for c in res["strategies"]:
         ok = "ok" if not c["violations"] else "**VIOLATION**"
         so = fmt(c["window_s"], 1) if c["sold_out_reached"] else f"not ({s['duration_s']} s)"
-        L.append(f"| {c['strategy']} | {c['shards']} | {fmt(c['orders_per_sec'])} | {fmt(c['p50_ms'], 1)} | {fmt(c['p99_ms'], 1)} | "
+        L.append(f"| {c['strategy']} | {c['shards']} | {c.get('cell', 'mission')} | {fmt(c['orders_per_sec'])} | {fmt(c['p50_ms'], 1)} | {fmt(c['p99_ms'], 1)} | "
                  f"{fmt(c['sold'])} | {fmt(c['oversold'])} | {fmt(c['stranded'])} | {fmt(c['duplicates'])} | {fmt(c['fence_rejections'])} | "
-                 f"{fmt(c['busy'])} | {fmt(c['errors'])} | {so} | {c['k6_verdict']} ({c['k6_exit']}) | {ok} |")
+                 f"{fmt(c['busy'])} | {fmt(c['errors'])} | {so} | {fmt(c.get('redis_cmds_per_order'), 3)} | {fmt(c.get('pg_commits_per_order'), 3)} | "
+                 f"{c['k6_verdict']} ({c['k6_exit']}) | {ok} |")
     L.append("")
     lock_rows = [c for c in res["strategies"] if (c.get("service_metrics") or {}).get("lock_acquired")]
     if lock_rows:
@@ -840,7 +999,8 @@ def markdown(res: dict) -> str:
         for c in lock_rows:
             m = c["service_metrics"]
             per = m["lock_attempts_held"] / m["lock_acquired"] if m["lock_acquired"] else None
-            L.append(f"| {c['strategy']} | {c['shards']} | {fmt(m['lock_acquired'])} | {fmt(per, 1)} | {fmt(m['lock_wait_ms_avg'], 1)} | "
+            tp_mark = " (throughput)" if c.get("cell") == "throughput" else ""
+            L.append(f"| {c['strategy']} | {c['shards']}{tp_mark} | {fmt(m['lock_acquired'])} | {fmt(per, 1)} | {fmt(m['lock_wait_ms_avg'], 1)} | "
                      f"{fmt(m['lock_hold_ms_avg'], 1)} | {fmt(m['lock_wait_timeouts'])} | {fmt(m['order_ms_avg_accepted'], 1)} |")
         L.append("")
     L.append("## Ceilings (same run, same servers)")
@@ -848,6 +1008,15 @@ def markdown(res: dict) -> str:
     pgc = res["ceilings"].get("pg", {})
     L.append("| ceiling | figure | how |")
     L.append("|---|---:|---|")
+    hc = res["ceilings"].get("http") or {}
+    if hc.get("error"):
+        L.append(f"| HTTP ceiling | - | not measured: {hc['error'][:200]} |")
+    elif hc:
+        capped = " (no arrival dropped: capped by the offered rate, the real ceiling is higher)" if hc.get("capped_by_offered_rate") else ""
+        L.append(f"| HTTP ceiling | {fmt(hc.get('http_ok_per_sec'))} req/s | k6, the cells' arrival model ({hc.get('rate')}/s for "
+                 f"{hc.get('duration_s')} s, max {hc.get('max_vus')} VUs) against `GET /healthz` on both instances; "
+                 f"{fmt(hc.get('dropped_iterations'))} arrivals dropped{capped}, p50 {fmt(hc.get('p50_ms'), 1)} ms, "
+                 f"p99 {fmt(hc.get('p99_ms'), 1)} ms, {fmt(hc.get('unexpected'))} non-200 |")
     if pgc:
         L.append(f"| `pg_order_tps` | {fmt(pgc.get('pg_order_tps'))} tps | pgbench, {pgc.get('clients')} clients, {pgc.get('seconds')} s: "
                  f"`seckill_commit` (shard UPDATE + user upsert + orders + order_parts in one transaction); avg latency {pgc.get('latency_avg_ms')} ms |")
@@ -905,9 +1074,11 @@ def markdown(res: dict) -> str:
     notes = []
     for c in res["strategies"]:
         if c["busy"]:
-            notes.append(f"{c['strategy']}/{c['shards']}: {c['busy']} busy (503) answers")
+            notes.append(f"{cell_name(c)}: {c['busy']} busy (503) answers")
+        if c.get("cell") == "throughput" and c["sold_out_reached"]:
+            notes.append(f"{cell_name(c)}: the stock ran out during the load: orders/s is not a steady-state rate")
         if c["service_log"]["warn"] or c["service_log"]["error"]:
-            notes.append(f"{c['strategy']}/{c['shards']}: service log {c['service_log']['warn']} WARN, {c['service_log']['error']} ERROR lines")
+            notes.append(f"{cell_name(c)}: service log {c['service_log']['warn']} WARN, {c['service_log']['error']} ERROR lines")
     dropped = [c["dropped_iterations"] for c in res["strategies"]]
     if any(dropped):
         notes.append(f"k6 dropped {min(dropped)} to {max(dropped)} arrivals per cell: with {s['max_vus']} buyers in flight at most, "
@@ -933,7 +1104,7 @@ def nice_ceiling(v: float) -> float:
 
 
 def svg_chart(res: dict) -> str:
-    cells = res["strategies"]
+    cells = [c for c in res["strategies"] if c.get("cell", "mission") == "mission"]
     strategies = [s for s in STRATEGIES if any(c["strategy"] == s for c in cells)]
     by = {(c["strategy"], c["shards"]): c for c in cells}
     colors = {1: "#90b4dc", 20: "#2b6cb0"}
@@ -946,7 +1117,8 @@ def svg_chart(res: dict) -> str:
     group_w = plot_w / max(1, len(strategies))
     bar_w = min(44, group_w / 3)
     tps = res["ceilings"].get("pg", {}).get("pg_order_tps")
-    max_ops = max([c["orders_per_sec"] or 0 for c in cells] + [tps or 0, 1])
+    http_ok = (res["ceilings"].get("http") or {}).get("http_ok_per_sec")
+    max_ops = max([c["orders_per_sec"] or 0 for c in cells] + [tps or 0, http_ok or 0, 1])
     y1max = nice_ceiling(max_ops * 1.08)
     max_over = max([c["oversold"] or 0 for c in cells] + [1])
     y2max = nice_ceiling(max_over * 1.1)
@@ -996,6 +1168,10 @@ def svg_chart(res: dict) -> str:
         y60 = top1 + h1 - h1 * min(0.6 * tps, y1max) / y1max
         out.append(f'<line x1="{left}" y1="{y60:.1f}" x2="{W - right}" y2="{y60:.1f}" stroke="#d69e2e" stroke-width="1" stroke-dasharray="2 4"/>')
         out.append(f'<text x="{W - right - 4}" y="{y60 - 5:.1f}" text-anchor="end" fill="#975a16" font-size="11">60% of it (target)</text>')
+    if http_ok:
+        y = top1 + h1 - h1 * min(http_ok, y1max) / y1max
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{W - right}" y2="{y:.1f}" stroke="#38a169" stroke-width="2" stroke-dasharray="10 4"/>')
+        out.append(f'<text x="{left + 4}" y="{y - 6:.1f}" fill="#276749">HTTP ceiling (GET /healthz) {http_ok:,.0f} req/s</text>')
     # legend
     lx = W - right - 190
     for sh in SHARDS:
@@ -1023,7 +1199,11 @@ def svg_chart(res: dict) -> str:
 def parse_args(argv):
     p = argparse.ArgumentParser(description="seckill comparison runner (make bench); see loadtest/README.md")
     p.add_argument("--smoke", action="store_true", help="short CI run: correctness only, writes loadtest/results/smoke-latest.json")
-    p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated subset (default: all six)")
+    p.add_argument("--strategies", default=None,
+                   help="comma-separated subset (default: all eight; smoke: all but owned-unfenced)")
+    p.add_argument("--throughput", default=None,
+                   help="throughput cells as strategy/shards, comma-separated, '' for none "
+                        f"(default: {THROUGHPUT_CELLS}; smoke: none)")
     p.add_argument("--shards", default=",".join(map(str, SHARDS)), help="comma-separated shard counts (default: 1,20)")
     p.add_argument("--total", type=int, help="stock per cell (full 10000, smoke 300)")
     p.add_argument("--rate", type=int, help="k6 arrivals/s (full 4000, smoke 200)")
@@ -1047,12 +1227,26 @@ def main(argv=None) -> int:
             cfg[key] = getattr(args, key)
     if args.no_peers:
         cfg["peers"] = False
+    if args.strategies is None:
+        args.strategies = ",".join(SMOKE_STRATEGIES if args.smoke else STRATEGIES)
+    if args.throughput is None:
+        args.throughput = "" if args.smoke else THROUGHPUT_CELLS
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    unknown = [s for s in strategies if s not in STRATEGIES]
+    throughput = []
+    for item in (x.strip() for x in args.throughput.split(",") if x.strip()):
+        name, _, sh = item.partition("/")
+        if not sh.isdigit() or int(sh) < 1:
+            log(f"--throughput: {item!r} is not strategy/shards")
+            return 2
+        throughput.append((name, int(sh)))
+    unknown = [s for s in strategies + [t[0] for t in throughput] if s not in STRATEGIES]
     if unknown:
         log(f"unknown strategies: {unknown}")
         return 2
     shard_list = [int(x) for x in args.shards.split(",") if x.strip()]
+    # Throughput cells: no arrival buys more than 2 units, so this stock cannot run out during the
+    # load (and lasts well over 15 s at the offered rate).
+    tp_cfg = dict(cfg, total=cfg["rate"] * cfg["duration_s"] * 2, users=THROUGHPUT_USERS)
 
     redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390")
     database_url = os.environ.get("DATABASE_URL", "postgres://seckill@127.0.0.1:5440/seckill")
@@ -1091,8 +1285,11 @@ def main(argv=None) -> int:
         "settings": {**{k: v for k, v in cfg.items() if k != "redis_n"}, "redis_requests": cfg["redis_n"],
                      "strategies": strategies, "shards": shard_list, "per_user_limit": 2, "max_per_order": 2,
                      "qty_mix": "1:0.7,2:0.3", "replay_fraction": 0.05, "invalid_fraction": 0.02,
-                     "instances": 2, "request_deadline_ms": 2000},
+                     "instances": 2, "request_deadline_ms": 2000,
+                     "throughput_cells": [f"{n}/{sh}" for n, sh in throughput],
+                     "throughput_total": tp_cfg["total"], "throughput_users": tp_cfg["users"]},
         "files": {"run_dir": str(run_dir.relative_to(ROOT))},
+        "ceilings": {},
     }
     log(f"mode {mode}, run {run_id}, working files in {run_dir.relative_to(ROOT)}")
 
@@ -1110,21 +1307,29 @@ def main(argv=None) -> int:
             instances.append(Instance(i, run_dir, env))
             # one at a time: they serialise on the migration lock anyway
             instances[-1].wait_ready()
-        total_cells = len(strategies) * len(shard_list)
-        n = 0
-        for strategy in strategies:
-            for shards in shard_list:
-                n += 1
-                log(f"[{n}/{total_cells}] {strategy}, {shards} shard(s): {cfg['total']} units, {cfg['rate']}/s for {cfg['duration_s']} s")
-                cell = run_cell(args, cfg, pg, instances, token, run_id, run_dir, strategy, shards)
-                cells.append(cell)
-                log(f"    {cell['orders_per_sec']:.0f} orders/s, p50 {cell['p50_ms']} ms, p99 {cell['p99_ms']} ms, sold {cell['sold']}, "
-                    f"oversold {cell['oversold']}, stranded {cell['stranded']}, busy {cell['busy']}, errors {cell['errors']}, "
-                    f"k6 exit {cell['k6_exit']}" + ("" if not cell["violations"] else f"  VIOLATION: {'; '.join(cell['violations'])}"))
-                violations.extend(cell["violations"])
-                for inst in instances:
-                    if inst.proc.poll() is not None:
-                        raise SetupError(f"seckill #{inst.idx} died (exit {inst.proc.returncode}); see {inst.log_path}")
+        # HTTP ceiling first, on the same instances, with the cells' arrival model.
+        if not args.no_ceilings:
+            log(f"HTTP ceiling: GET /healthz, {cfg['rate']}/s for {cfg['duration_s']} s")
+            try:
+                res["ceilings"]["http"] = hc = http_ceiling(cfg, instances, run_dir)
+                log(f"    {hc['http_ok_per_sec']:.0f} req/s, dropped {hc['dropped_iterations']}, non-200 {hc['unexpected']}")
+            except SetupError as e:  # a ceiling that could not be measured is reported, not fatal
+                log(f"HTTP ceiling not measured: {e}")
+                res["ceilings"]["http"] = {"error": str(e)}
+        plan = [(s_, sh, "mission", cfg) for s_ in strategies for sh in shard_list]
+        plan += [(s_, sh, "throughput", tp_cfg) for s_, sh in throughput]
+        for n, (strategy, shards, kind, ccfg) in enumerate(plan, 1):
+            log(f"[{n}/{len(plan)}] {strategy}, {shards} shard(s), {kind}: {ccfg['total']} units, {ccfg['rate']}/s for {ccfg['duration_s']} s")
+            cell = run_cell(args, ccfg, pg, redis, instances, token, run_id, run_dir, strategy, shards, kind)
+            cells.append(cell)
+            log(f"    {cell['orders_per_sec']:.0f} orders/s, p50 {cell['p50_ms']} ms, p99 {cell['p99_ms']} ms, sold {cell['sold']}, "
+                f"oversold {cell['oversold']}, stranded {cell['stranded']}, busy {cell['busy']}, errors {cell['errors']}, "
+                f"Redis cmds/order {cell['redis_cmds_per_order']}, PG commits/order {cell['pg_commits_per_order']}, "
+                f"k6 exit {cell['k6_exit']}" + ("" if not cell["violations"] else f"  VIOLATION: {'; '.join(cell['violations'])}"))
+            violations.extend(cell["violations"])
+            for inst in instances:
+                if inst.proc.poll() is not None:
+                    raise SetupError(f"seckill #{inst.idx} died (exit {inst.proc.returncode}); see {inst.log_path}")
         res["strategies"] = cells
     except (SetupError, KeyboardInterrupt) as e:
         log(f"ERROR: {e}")
@@ -1140,7 +1345,7 @@ def main(argv=None) -> int:
             log(f"seckill #{inst.idx} stopped (exit {code})")
 
     # --- 2. ceilings and 3. lockkit (instances stopped: they would only steal CPU) -------------
-    res["ceilings"], res["lockkit"] = {}, {"lockctl": [], "peers": [], "redis_pairs": {}, "ratios": {}, "duration_ms": cfg["lock_ms"]}
+    res["lockkit"] = {"lockctl": [], "peers": [], "redis_pairs": {}, "ratios": {}, "duration_ms": cfg["lock_ms"]}
     if rc == 0 and not args.no_ceilings:
         try:
             log(f"pgbench ceiling: {cfg['pg_clients']} clients, {cfg['pg_seconds']} s")
@@ -1154,6 +1359,8 @@ def main(argv=None) -> int:
             res["ceilings"]["redis"] = {str(c): v for c, v in redis_by_c.items()}
             res["ceilings"]["redis_pairs_per_sec"] = redis_by_c[50]["pairs_per_sec"]
             res["ceilings"]["pg_order_tps"] = res["ceilings"]["pg"]["pg_order_tps"]
+            if res["ceilings"].get("http"):
+                res["ceilings"]["http_ok_per_sec"] = res["ceilings"]["http"]["http_ok_per_sec"]
             res["lockkit"] = lockkit_section(redis, cfg, run_id, {c: redis_by_c[c] for c in LOCK_CONCURRENCIES})
             for r in res["lockkit"]["lockctl"]:
                 if "error" in r:
@@ -1209,13 +1416,17 @@ def main(argv=None) -> int:
     # console summary
     print()
     print(f"seckill bench ({mode}) {res['started_at']}  {res['duration_s']:.0f} s")
-    print(f"{'strategy':16} {'shards':>6} {'orders/s':>9} {'p50ms':>7} {'p99ms':>8} {'sold':>6} {'over':>5} {'strand':>6} {'dup':>4} {'busy':>6} {'err':>4}  k6")
+    print(f"{'strategy':16} {'shards':>6} {'cell':>4} {'orders/s':>9} {'p50ms':>7} {'p99ms':>8} {'sold':>7} {'over':>5} {'strand':>6} {'dup':>4} "
+          f"{'busy':>6} {'err':>4} {'redis/o':>7} {'pg/o':>6}  k6")
     for c in cells:
-        print(f"{c['strategy']:16} {c['shards']:>6} {c['orders_per_sec']:>9.0f} {fmt(c['p50_ms'], 1):>7} {fmt(c['p99_ms'], 1):>8} "
-              f"{fmt(c['sold']):>6} {fmt(c['oversold']):>5} {fmt(c['stranded']):>6} {fmt(c['duplicates']):>4} {c['busy']:>6} {c['errors']:>4}  "
+        print(f"{c['strategy']:16} {c['shards']:>6} {'tp' if c.get('cell') == 'throughput' else 'm':>4} {c['orders_per_sec']:>9.0f} "
+              f"{fmt(c['p50_ms'], 1):>7} {fmt(c['p99_ms'], 1):>8} "
+              f"{fmt(c['sold']):>7} {fmt(c['oversold']):>5} {fmt(c['stranded']):>6} {fmt(c['duplicates']):>4} {c['busy']:>6} {c['errors']:>4} "
+              f"{fmt(c.get('redis_cmds_per_order'), 3):>7} {fmt(c.get('pg_commits_per_order'), 3):>6}  "
               f"{c['k6_verdict']}({c['k6_exit']})")
     if res["ceilings"]:
-        print(f"pg_order_tps {res['ceilings'].get('pg_order_tps')}, redis_pairs_per_sec (C=50) {res['ceilings'].get('redis_pairs_per_sec')}")
+        print(f"http_ok_per_sec {(res['ceilings'].get('http') or {}).get('http_ok_per_sec')}, "
+              f"pg_order_tps {res['ceilings'].get('pg_order_tps')}, redis_pairs_per_sec (C=50) {res['ceilings'].get('redis_pairs_per_sec')}")
     if not args.smoke:
         for t in res["targets"]:
             print(f"  {t['status']:4}  {t['target']}: {t['detail']}")
