@@ -68,6 +68,9 @@ struct CachedSale {
 /// only delay noticing the reset by this much.
 const OWNED_SALE_RECHECK: Duration = Duration::from_millis(100);
 
+/// How often a request waiting for owned stock asks PostgreSQL whether the sale is sold out.
+const SOLD_OUT_RECHECK: Duration = Duration::from_millis(250);
+
 /// The service's core: owns PostgreSQL, the hints, the shard locks and the owned shards.
 pub struct Inventory {
     ctx: Ctx,
@@ -164,6 +167,11 @@ impl Inventory {
     fn remember<T>(&self, sale: &Sale, update: impl FnOnce(&mut CachedSale) -> T) -> Option<T> {
         let mut sales = self.sales.lock().unwrap();
         sales.get_mut(&sale.sku).filter(|c| c.sale.generation == sale.generation).map(update)
+    }
+
+    /// Whether this instance already knows, without asking, that fewer than `quantity` units are left.
+    fn known_sold_out(&self, sale: &Sale, quantity: u32) -> bool {
+        self.remember(sale, |c| c.confirmed_left).flatten().is_some_and(|left| left < i64::from(quantity))
     }
 
     /// Whether PostgreSQL has fewer than `quantity` units left; asks it only if this instance
@@ -272,6 +280,9 @@ impl Inventory {
     /// the other instances for stock and try again until the deadline.
     async fn buy_owned(&self, mut sale: Sale, fencing: Fencing, request: &OrderRequest, deadline: Instant) -> Result<Purchase, ApiError> {
         let quantity = request.quantity.get();
+        // PostgreSQL is asked whether the sale is sold out at most every `SOLD_OUT_RECHECK` per
+        // request while it waits for stock: waiting must not turn into polling the database.
+        let mut confirmed_at: Option<Instant> = None;
         loop {
             let refusal = match self.owned.buy(&sale, fencing, request, deadline).await {
                 Ok(OwnedAttempt::Bought(record)) => return Ok(Purchase { record, replayed: false }),
@@ -284,7 +295,11 @@ impl Inventory {
                     continue;
                 }
                 Ok(OwnedAttempt::NoStock) => {
-                    if self.is_sold_out(&sale, quantity).await? {
+                    let due = confirmed_at.is_none_or(|at| at.elapsed() >= SOLD_OUT_RECHECK);
+                    if due {
+                        confirmed_at = Some(Instant::now());
+                    }
+                    if (due || self.known_sold_out(&sale, quantity)) && self.is_sold_out(&sale, quantity).await? {
                         if let Some(purchase) = self.earlier_order(&sale, request).await? {
                             return Ok(purchase);
                         }
