@@ -49,7 +49,8 @@ pub struct Settings {
     pub lock_lease: Duration,
     /// Bound of a lock holder's database statement: an owner's claim or batch commit
     /// (`SECKILL_OWNER_WRITE_TIMEOUT_MS`). Below the lease: an owner that cannot write in time
-    /// gives its shards back.
+    /// gives its shards back. 0 (the default) means 40% of the lease; see
+    /// [`owner_write_bound`](Self::owner_write_bound).
     #[serde(with = "millis")]
     pub owner_write_timeout: Duration,
     /// An owned shard unused this long is handed back (`SECKILL_IDLE_RELEASE_MS`).
@@ -76,7 +77,7 @@ impl Default for Settings {
             admin_token: Secret::default(),
             request_deadline: Duration::from_secs(2),
             lock_lease: Duration::from_secs(2),
-            owner_write_timeout: Duration::from_millis(800),
+            owner_write_timeout: Duration::ZERO,
             idle_release: Duration::from_millis(500),
             db_pool_size: 16,
             db_critical_pool_size: 32,
@@ -92,6 +93,11 @@ impl Default for Settings {
 pub struct ConfigError(String);
 
 impl Settings {
+    /// The bound of an owner's database writes: the configured one, or 40% of the lease.
+    pub fn owner_write_bound(&self) -> Duration {
+        if self.owner_write_timeout.is_zero() { self.lock_lease * 2 / 5 } else { self.owner_write_timeout }
+    }
+
     /// Defaults, then the file named by `SECKILL_CONFIG` (if set), then environment variables.
     pub fn load() -> Result<Self, ConfigError> {
         let base = match std::env::var("SECKILL_CONFIG") {
@@ -156,8 +162,8 @@ impl Settings {
         {
             return Err(ConfigError("lock lease must be >= 100 ms, deadline and pool size positive".into()));
         }
-        if self.owner_write_timeout.is_zero() || self.owner_write_timeout >= self.lock_lease {
-            return Err(ConfigError("the owner write timeout must be positive and below the lock lease".into()));
+        if self.owner_write_timeout >= self.lock_lease {
+            return Err(ConfigError("the owner write timeout must be below the lock lease".into()));
         }
         Ok(self)
     }

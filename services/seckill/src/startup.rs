@@ -40,7 +40,7 @@ impl Application {
             settings.database_url.expose(),
             settings.db_pool_size,
             settings.db_critical_pool_size,
-            settings.owner_write_timeout,
+            settings.owner_write_bound(),
         )
         .await?;
         let redis_url = settings.redis_url.expose();
@@ -51,7 +51,7 @@ impl Application {
         let shard_locks = ShardLocks::new(locks.clone());
         let placement = PlacementSettings {
             instance: format!("{:016x}", rand::random::<u64>()),
-            write_bound: settings.owner_write_timeout,
+            write_bound: settings.owner_write_bound(),
             idle_release: settings.idle_release,
             interval: PLACEMENT_INTERVAL,
             lease: settings.lock_lease,

@@ -15,9 +15,9 @@
 //!
 //! | file | concept |
 //! |---|---|
-//! | [`owner`] | one sale's owned shards, their memory, decisions (reservations) |
-//! | [`batcher`] | committing decided orders in batches and answering them |
-//! | [`placement`] | taking free shards, giving them back (empty, idle, fair share), heartbeats |
+//! | `owner` | one sale's owned shards, their memory, decisions (reservations) |
+//! | `batcher` | committing decided orders in batches and answering them |
+//! | `placement` | taking free shards, giving them back (empty, idle, fair share), heartbeats |
 
 mod batcher;
 mod owner;
