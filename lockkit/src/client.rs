@@ -197,7 +197,8 @@ impl LockClientBuilder {
         if cfg.default_lease < Duration::from_millis(10) || cfg.command_timeout.is_zero() {
             return Err(config_error("default lease must be at least 10 ms and the command timeout positive".into()));
         }
-        let redis_client = redis::Client::open(self.url.as_str()).map_err(|e| config_error("invalid redis url".into()).with_source(e))?;
+        let redis_client = redis::Client::open(self.url.as_str())
+            .map_err(|e| config_error("invalid redis url".into()).with_source(e))?;
         // redis-rs would otherwise give every connection its own 500 ms response timeout, which
         // would silently override `command_timeout`.
         let connection_config = redis::AsyncConnectionConfig::new()

@@ -39,8 +39,12 @@ impl LockClient {
         let mut infos = Vec::with_capacity(names.len());
         for name in names {
             let keys = LockKeys::new(prefix, &name)?;
-            let (exists, pttl, fence): (bool, i64, Option<u64>) =
-                redis::pipe().exists(&keys.lock).pttl(&keys.lock).get(&keys.fence).query_async(&mut conn).await?;
+            let (exists, pttl, fence): (bool, i64, Option<u64>) = redis::pipe()
+                .exists(&keys.lock)
+                .pttl(&keys.lock)
+                .get(&keys.fence)
+                .query_async(&mut conn)
+                .await?;
             infos.push(LockInfo {
                 name,
                 held: exists,

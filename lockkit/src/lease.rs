@@ -46,7 +46,8 @@ pub(crate) struct Schedule {
 impl Schedule {
     /// A lease granted by a command sent at `sent_at`; `renews` when the watchdog keeps it alive.
     pub(crate) fn granted(sent_at: Instant, lease: Duration, renews: bool) -> Self {
-        let mut schedule = Self { lease, renews, next_renewal: sent_at, slack: Duration::ZERO, deadline: sent_at };
+        let mut schedule =
+            Self { lease, renews, next_renewal: sent_at, slack: Duration::ZERO, deadline: sent_at };
         schedule.renewed(sent_at);
         schedule
     }

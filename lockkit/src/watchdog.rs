@@ -181,8 +181,12 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
     let sent_at = Instant::now();
     // Never wait for an answer past the earliest deadline in the batch: by then that lease is lost
     // whatever Redis says.
-    let budget =
-        batch.iter().map(|(_, state)| state.schedule.remaining(sent_at)).min().unwrap_or_default().min(core.config.command_timeout);
+    let budget = batch
+        .iter()
+        .map(|(_, state)| state.schedule.remaining(sent_at))
+        .min()
+        .unwrap_or_default()
+        .min(core.config.command_timeout);
     let mut pipe = redis::pipe();
     for (lease, state) in &batch {
         pipe.add_command(extend_cmd(&lease.keys.lock, &lease.token, millis(state.schedule.lease())));

@@ -74,7 +74,10 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_env("LOCKCTL_LOG")).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("LOCKCTL_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => code,
@@ -110,7 +113,13 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
     }
 }
 
-async fn acquire(client: &LockClient, name: &str, ttl_ms: Option<u64>, wait_ms: u64, hold_ms: u64) -> lockkit::Result<ExitCode> {
+async fn acquire(
+    client: &LockClient,
+    name: &str,
+    ttl_ms: Option<u64>,
+    wait_ms: u64,
+    hold_ms: u64,
+) -> lockkit::Result<ExitCode> {
     let mut request = client.acquire(name).wait(Duration::from_millis(wait_ms));
     if let Some(ttl) = ttl_ms {
         request = request.lease(Duration::from_millis(ttl));
@@ -138,7 +147,12 @@ async fn acquire(client: &LockClient, name: &str, ttl_ms: Option<u64>, wait_ms: 
 
 /// Runs `concurrency` tasks for `duration`, each looping acquire+release, and reports pairs/s
 /// with latency percentiles of the pairs.
-async fn bench(client: &LockClient, concurrency: usize, duration: Duration, locks: Option<usize>) -> lockkit::Result<serde_json::Value> {
+async fn bench(
+    client: &LockClient,
+    concurrency: usize,
+    duration: Duration,
+    locks: Option<usize>,
+) -> lockkit::Result<serde_json::Value> {
     let locks = locks.unwrap_or(concurrency).max(1);
     let run_id = format!("{:08x}", rand_suffix());
     let started = Instant::now();
@@ -176,7 +190,5 @@ async fn bench(client: &LockClient, concurrency: usize, duration: Duration, lock
 }
 
 fn rand_suffix() -> u32 {
-    std::process::id()
-        ^ Instant::now().elapsed().subsec_nanos()
-        ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
+    std::process::id() ^ Instant::now().elapsed().subsec_nanos() ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
 }

@@ -14,14 +14,7 @@ async fn dropping_a_guard_releases_in_the_background() {
 
     drop(guard);
 
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let mut c = conn.clone();
-            let k = lock_key(&name);
-            async move { !exists(&mut c, &k).await }
-        })
-        .await
-    );
+    assert!(eventually(Duration::from_secs(5), || { let mut c = conn.clone(); let k = lock_key(&name); async move { !exists(&mut c, &k).await } }).await);
     assert_eq!(client.held_leases(), 0);
 }
 

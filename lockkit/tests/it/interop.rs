@@ -10,8 +10,15 @@ async fn a_plain_set_nx_px_from_another_client_blocks_lockkit() {
     let client = client().await;
     let mut conn = raw().await;
     let name = unique("foreign-holder");
-    let set: Option<String> =
-        redis::cmd("SET").arg(lock_key(&name)).arg("their-token").arg("NX").arg("PX").arg(5000).query_async(&mut conn).await.unwrap();
+    let set: Option<String> = redis::cmd("SET")
+        .arg(lock_key(&name))
+        .arg("their-token")
+        .arg("NX")
+        .arg("PX")
+        .arg(5000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(set.as_deref(), Some("OK"));
 
     assert!(client.try_lock(&name).await.unwrap().is_none());
@@ -25,8 +32,15 @@ async fn lockkit_blocks_a_plain_set_nx_px_and_keeps_its_token_private() {
     let name = unique("lockkit-holder");
     let guard = client.try_lock(&name).await.unwrap().unwrap();
 
-    let set: Option<String> =
-        redis::cmd("SET").arg(lock_key(&name)).arg("their-token").arg("NX").arg("PX").arg(5000).query_async(&mut conn).await.unwrap();
+    let set: Option<String> = redis::cmd("SET")
+        .arg(lock_key(&name))
+        .arg("their-token")
+        .arg("NX")
+        .arg("PX")
+        .arg(5000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let token: String = redis::cmd("GET").arg(lock_key(&name)).query_async(&mut conn).await.unwrap();
 
     assert_eq!(set, None);

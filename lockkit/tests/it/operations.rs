@@ -49,7 +49,11 @@ async fn names_that_would_break_the_hash_tag_are_refused() {
 
 #[tokio::test]
 async fn an_unreachable_redis_is_a_retryable_error() {
-    let err = LockClient::builder("redis://127.0.0.1:1").command_timeout(Duration::from_millis(500)).connect().await.unwrap_err();
+    let err = LockClient::builder("redis://127.0.0.1:1")
+        .command_timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .unwrap_err();
 
     assert!(err.is_unavailable() && err.is_retryable(), "{err}");
 }
@@ -79,7 +83,11 @@ async fn scripts_are_reloaded_after_the_script_cache_is_flushed() {
 async fn acl_users_authenticate_through_the_url() {
     let mut conn = crate::support::raw().await;
     let user = unique("acl").replace(':', "-");
-    let _: () = redis::cmd("ACL").arg(&["SETUSER", &user, "on", ">s3cret-pw", "~*", "&*", "+@all"]).query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", &user, "on", ">s3cret-pw", "~*", "&*", "+@all"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let url = crate::support::redis_url().replacen("redis://", &format!("redis://{user}:s3cret-pw@"), 1);
     let wrong = crate::support::redis_url().replacen("redis://", &format!("redis://{user}:nope@"), 1);
 

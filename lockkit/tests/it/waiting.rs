@@ -11,7 +11,11 @@ async fn a_waiter_wakes_on_release_without_polling() {
     // Neither a TTL nor the safety interval could wake the waiter within its wait: only the
     // release's wake-up can.
     let holder = client().await;
-    let waiter_client = LockClient::builder(redis_url()).wake_safety_interval(Duration::from_secs(60)).connect().await.unwrap();
+    let waiter_client = LockClient::builder(redis_url())
+        .wake_safety_interval(Duration::from_secs(60))
+        .connect()
+        .await
+        .unwrap();
     let name = unique("wake");
     let held = holder.try_lock(&name).await.unwrap().unwrap();
     let waiter = {
