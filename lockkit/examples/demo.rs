@@ -55,7 +55,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let deleted_at = Instant::now();
     let _: () = redis::cmd("DEL").arg(format!("{{lockkit:{name}}}")).query_async(&mut conn).await?;
     let cause = guard.lost().await;
-    println!("  lost after {} ms: {cause:?}; writes fenced with {} must now be refused", deleted_at.elapsed().as_millis(), guard.fence());
+    println!(
+        "  lost after {} ms: {cause:?}; writes fenced with {} must now be refused",
+        deleted_at.elapsed().as_millis(),
+        guard.fence()
+    );
     println!("  released, still ours: {}", guard.release().await?);
     Ok(())
 }

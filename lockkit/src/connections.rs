@@ -67,7 +67,10 @@ impl Connections {
 
     /// Runs `op` on the next lane. Connecting is bounded by the connection timeout and each
     /// command by the response timeout (both the client's command timeout).
-    pub(crate) async fn run<T>(&self, op: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>) -> Result<T> {
+    pub(crate) async fn run<T>(
+        &self,
+        op: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
         let mut lane = self.checkout().await?;
         let outcome = op(&mut lane.conn).await.map_err(Error::from);
         self.report(&lane, &outcome);

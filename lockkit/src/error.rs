@@ -113,8 +113,15 @@ impl From<redis::RedisError> for Error {
             || e.is_timeout()
             || e.is_connection_dropped()
             || e.is_connection_refusal()
-            || matches!(e.kind(), redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain | redis::ServerErrorKind::BusyLoading | redis::ServerErrorKind::MasterDown | redis::ServerErrorKind::ClusterDown))
-        {
+            || matches!(
+                e.kind(),
+                redis::ErrorKind::Server(
+                    redis::ServerErrorKind::TryAgain
+                        | redis::ServerErrorKind::BusyLoading
+                        | redis::ServerErrorKind::MasterDown
+                        | redis::ServerErrorKind::ClusterDown
+                )
+            ) {
             ErrorKind::Unavailable
         } else {
             ErrorKind::Redis

@@ -24,12 +24,7 @@ impl LockKeys {
     pub(crate) fn new(prefix: &str, name: &str) -> Result<Self> {
         validate_name(name)?;
         let lock = format!("{{{prefix}:{name}}}");
-        Ok(Self {
-            name: name.to_owned(),
-            fence: format!("{lock}:fence"),
-            released: format!("{lock}:released"),
-            lock,
-        })
+        Ok(Self { name: name.to_owned(), fence: format!("{lock}:fence"), released: format!("{lock}:released"), lock })
     }
 
     /// Recovers a lock name from one of its keys (`{prefix:name}` or `{prefix:name}:suffix`).

@@ -190,5 +190,7 @@ async fn bench(
 }
 
 fn rand_suffix() -> u32 {
-    std::process::id() ^ Instant::now().elapsed().subsec_nanos() ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
+    std::process::id()
+        ^ Instant::now().elapsed().subsec_nanos()
+        ^ (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
 }

@@ -13,7 +13,10 @@ fn lockctl(args: &[&str]) -> Output {
 }
 
 fn json_lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("every line is JSON")).collect()
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect()
 }
 
 #[test]
