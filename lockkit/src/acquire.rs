@@ -13,14 +13,14 @@ use tracing::Instrument;
 
 use crate::{
     Fence,
-    client::Core,
-    error::{Error, Result},
+    clock::Moment,
+    core::{Core, Job},
+    error::{Error, ErrorKind, Result},
     guard::LockGuard,
     keys::LockKeys,
     lease::{Lease, Schedule},
     metrics,
-    scripts::SCRIPTS,
-    watchdog::{Job, millis},
+    scripts::{SCRIPTS, millis},
 };
 
 /// A pending acquisition, configured with builder methods and run by `.await`.
@@ -86,8 +86,10 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
     let mut last_error = None;
     if !request.wait.is_zero() {
         // Subscribe, then retry at once: a release before the subscription was confirmed would
-        // otherwise go unnoticed.
-        let subscription = core.wake.subscribe(&keys.released).await;
+        // otherwise go unnoticed. Waiting for the confirmation never outlasts the wait; if it
+        // comes later, the subscription turns live then.
+        let subscription =
+            core.wake.subscribe(&keys.released, deadline.saturating_duration_since(Instant::now())).await;
         let mut backoff = Backoff::default();
         loop {
             // Armed before the attempt, so a release right after it still wakes us.
@@ -156,17 +158,28 @@ async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Durat
     let mut undo = UndoOnCancel::new(core, &lane.conn, keys, &token);
     let mut invocation = SCRIPTS.acquire.prepare_invoke();
     invocation.key(&keys.lock).key(&keys.fence).arg(&token).arg(millis(lease));
-    let sent_at = Instant::now();
+    let sent_at = Moment::now();
     let reply = invocation.invoke_async::<(i64, i64)>(&mut lane.conn).await.map_err(Error::from);
     core.conns.report(&lane, &reply);
     let (granted, value) = reply?;
-    undo.disarm();
     if granted != 1 {
+        undo.disarm();
         return Ok(Attempt::Held((value > 0).then(|| Duration::from_millis(value as u64))));
     }
+    let schedule = Schedule::granted(sent_at, lease, renews);
+    let now = Moment::now();
+    if schedule.is_expired(now) {
+        // The answer came after the lease it granted must be presumed over: unusable. `undo`
+        // (still armed) deletes it if it is still ours, and the caller may retry.
+        tracing::debug!(lock = %keys.name, after = ?(now - sent_at), "grant answered too late; undoing it");
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!("the grant of lock {:?} was answered after its {lease:?} lease had run out", keys.name),
+        ));
+    }
+    undo.disarm();
     let fence = Fence::new(value as u64);
     metrics::granted(fence);
-    let schedule = Schedule::granted(sent_at, lease, renews);
     let next_event = schedule.next_event();
     let lease = Arc::new(Lease::new(core.registry.next_id(), Arc::clone(keys), token, fence, schedule));
     core.registry.insert(lease.clone(), next_event);

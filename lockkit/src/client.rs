@@ -1,5 +1,6 @@
-//! [`LockClient`]: the entry point. Owns the connections, the wake-up connection and the
-//! watchdog; cheap to clone and meant to be shared by a whole service.
+//! [`LockClient`]: the entry point, a façade over the shared [`Core`]: the builder validates the
+//! settings, connects, and starts the watchdog and wake-up tasks. Cheap to clone and meant to be
+//! shared by a whole service.
 
 use std::{
     sync::Arc,
@@ -13,36 +14,18 @@ use crate::{
     Fence,
     acquire::Acquire,
     connections::Connections,
+    core::{Config, Core},
     error::{Error, ErrorKind, Result},
     guard::LockGuard,
     keys::LockKeys,
+    registry::Registry,
     scripts::SCRIPTS,
     wake::WakeHub,
-    watchdog::{self, Job, Registry},
+    watchdog,
 };
 
 /// Lease used when none is given: the watchdog renews it every third of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-
-/// Settings shared by every lock of a client.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) prefix: String,
-    pub(crate) default_lease: Duration,
-    pub(crate) command_timeout: Duration,
-    pub(crate) wake_safety_interval: Duration,
-}
-
-/// What clients, guards and the watchdog share.
-#[derive(Debug)]
-pub(crate) struct Core {
-    pub(crate) conns: Connections,
-    pub(crate) config: Config,
-    pub(crate) registry: Arc<Registry>,
-    /// To the watchdog task: releases from `Drop`, undo of cancelled acquires.
-    pub(crate) jobs: mpsc::UnboundedSender<Job>,
-    pub(crate) wake: WakeHub,
-}
 
 /// A handle to lockkit on one Redis deployment. Clone it freely: clones share the connections, the
 /// wake-up connection and the watchdog.
@@ -212,12 +195,13 @@ impl LockClientBuilder {
             .build()
             .map_err(|e| config_error("cannot build the redis pool".into()).with_source(e))?;
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
+        let wake = WakeHub::start(redis_client, self.config.command_timeout);
         let core = Arc::new(Core {
             conns: Connections::new(pool, self.connections),
             config: self.config,
             registry: Arc::new(Registry::default()),
             jobs,
-            wake: WakeHub::start(redis_client),
+            wake,
         });
         let started = Instant::now();
         let _: String = core.conns.run(async |conn| redis::cmd("PING").query_async(conn).await).await?;

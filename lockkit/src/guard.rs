@@ -1,26 +1,22 @@
 //! [`LockGuard`]: proof of a granted lease, with its fence, its loss signal, and release.
 
-use std::{
-    future::Future,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use crate::{
     Fence, LeaseLoss,
-    client::Core,
+    clock::Moment,
+    core::{Core, Job},
     error::{Error, Result},
     lease::Lease,
-    metrics,
-    scripts::SCRIPTS,
-    watchdog::{Job, millis},
+    scripts::{SCRIPTS, millis},
 };
 
 /// A held lock. Carry its [`fence`](LockGuard::fence) into every write the lock protects, watch
 /// [`lost`](LockGuard::lost) while you work, and end with [`release`](LockGuard::release).
 ///
 /// Dropping a guard without releasing never blocks: the release is handed to the client's
-/// background task (and if no runtime is left to run it, the lease simply expires).
+/// background task (and if no runtime is left to run it, the lease simply expires). The same
+/// happens when a `release()` future is dropped before it completed.
 ///
 /// ```no_run
 /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {
@@ -39,7 +35,8 @@ pub struct LockGuard {
     lease: Arc<Lease>,
     attempts: u32,
     waited: Duration,
-    /// Set by `release()`, so `Drop` does not hand over a second release.
+    /// Set once `release()` completed, so `Drop` does not hand over a second release. A release
+    /// cancelled before that leaves it unset: `Drop` then finishes the release in the background.
     released: bool,
 }
 
@@ -74,31 +71,32 @@ impl LockGuard {
     }
 
     /// Whether the lease has been lost. Once true, stay true.
+    ///
+    /// Compares the local deadline with the clock itself, so a holder that was paused past its
+    /// lease sees the loss on its very next check, before the watchdog got to run.
     pub fn is_lost(&self) -> bool {
-        self.lease.loss().is_some()
+        self.lease.check().is_some()
     }
 
-    /// Why the lease was lost, if it was.
+    /// Why the lease was lost, if it was (checking the local deadline like
+    /// [`is_lost`](Self::is_lost)).
     pub fn loss(&self) -> Option<LeaseLoss> {
-        self.lease.loss()
+        self.lease.check()
     }
 
     /// Completes when the lease is lost, with the cause: the watchdog found the key gone or owned
-    /// by someone else, or could not renew before the local deadline (lease minus a drift margin,
-    /// on the monotonic clock), or a fixed lease ran out. Independent of the guard's lifetime, so
-    /// it fits in `tokio::select!` next to the work.
+    /// by someone else, or the local deadline passed (lease minus a drift margin, on a monotonic
+    /// clock that also counts a suspend of the machine) without a confirmed renewal, or a fixed
+    /// lease ran out. Watches the deadline itself, so it fires even if the watchdog cannot run.
+    /// Independent of the guard's lifetime, so it fits in `tokio::select!` next to the work.
     pub fn lost(&self) -> impl Future<Output = LeaseLoss> + Send + 'static {
-        let lease = self.lease.clone();
-        let signal = lease.lost_signal();
-        async move {
-            signal.cancelled().await;
-            lease.loss().unwrap_or(LeaseLoss::Gone)
-        }
+        self.lease.clone().lost()
     }
 
-    /// `Err` (with [`Error::is_lost`]) if the lease was lost: a cheap check before a write.
+    /// `Err` (with [`Error::is_lost`]) if the lease was lost: a cheap check before a write
+    /// (it reads the local deadline like [`is_lost`](Self::is_lost)).
     pub fn ensure_held(&self) -> Result<()> {
-        match self.lease.loss() {
+        match self.lease.check() {
             Some(_) => Err(Error::lease_lost(self.name())),
             None => Ok(()),
         }
@@ -120,16 +118,27 @@ impl LockGuard {
         let lease = lease.max(Duration::from_millis(10));
         let core = &self.core;
         let mut state = self.lease.state.lock().await;
-        if state.released || self.lease.loss().is_some() {
+        if state.released || self.lease.check().is_some() {
             return Err(Error::lease_lost(self.name()));
         }
-        let sent_at = Instant::now();
+        let sent_at = Moment::now();
         let keys = &self.lease.keys;
         let mut invocation = SCRIPTS.extend.prepare_invoke();
         invocation.key(&keys.lock).arg(&self.lease.token).arg(millis(lease));
-        let extended: i64 = core.conns.run(async |conn| invocation.invoke_async(conn).await).await?;
-        if extended == 1 {
+        // (If this future is dropped here, the watchdog finds the lease again within a few
+        // milliseconds: it keeps looking while a lease is busy.)
+        let extended = core.conns.run(async |conn| invocation.invoke_async::<i64>(conn).await).await;
+        let extended = match extended {
+            Ok(extended) => extended,
+            Err(e) => {
+                // The old timetable stands; make sure the watchdog keeps to it.
+                core.registry.rescheduled(state.schedule.next_event());
+                return Err(e);
+            }
+        };
+        if extended == 1 && self.lease.loss().is_none() {
             state.schedule.extended(lease, sent_at);
+            self.lease.publish(&state);
             core.registry.rescheduled(state.schedule.next_event());
             Ok(())
         } else {
@@ -142,9 +151,14 @@ impl LockGuard {
     /// Releases the lock if we still own it (owner-checked compare-and-delete) and wakes a waiter.
     /// Returns whether we still held it: `false` means the lease had ended and someone else may
     /// have held the lock meanwhile.
+    ///
+    /// Cancel-safe: if this future is dropped before it completes, the guard's drop hands the
+    /// release to the background task, which finishes it (the owner-checked delete is harmless to
+    /// repeat).
     pub async fn release(mut self) -> Result<bool> {
+        let held = self.core.release(&self.lease).await?;
         self.released = true;
-        self.core.release(&self.lease).await
+        Ok(held)
     }
 }
 
@@ -153,25 +167,5 @@ impl Drop for LockGuard {
         if !self.released {
             let _ = self.core.jobs.send(Job::Release(self.core.clone(), self.lease.clone()));
         }
-    }
-}
-
-impl Core {
-    /// Stops the watchdog for this lease (waiting out a renewal in flight), then deletes the key if
-    /// it still holds our token.
-    pub(crate) async fn release(&self, lease: &Lease) -> Result<bool> {
-        let mut state = lease.state.lock().await;
-        if state.released {
-            return Ok(false);
-        }
-        state.released = true;
-        drop(state);
-        self.registry.remove(lease.id);
-        metrics::held(lease.acquired_at.elapsed());
-        let keys = &lease.keys;
-        let mut invocation = SCRIPTS.release.prepare_invoke();
-        invocation.key(&keys.lock).arg(&lease.token).arg(&keys.released);
-        let deleted: i64 = self.conns.run(async |conn| invocation.invoke_async(conn).await).await?;
-        Ok(deleted == 1)
     }
 }

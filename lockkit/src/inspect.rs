@@ -26,27 +26,28 @@ impl LockClient {
     pub async fn inspect(&self, pattern: &str) -> Result<Vec<LockInfo>> {
         let core = self.core();
         let prefix = &core.config.prefix;
-        let mut conn = core.conns.checkout().await?.conn;
-        let mut names = BTreeSet::new();
-        {
-            let mut keys = conn.scan_match::<_, String>(format!("{{{prefix}:{pattern}}}*")).await?;
-            while let Some(key) = keys.next_item().await {
-                if let Some(name) = LockKeys::name_of(prefix, &key?) {
-                    names.insert(name.to_owned());
+        // Through the connection layer, so a broken connection is reported and replaced.
+        let matched: Vec<String> = core
+            .conns
+            .run(async |conn| {
+                let mut matched = Vec::new();
+                let mut keys = conn.scan_match::<_, String>(format!("{{{prefix}:{pattern}}}*")).await?;
+                while let Some(key) = keys.next_item().await {
+                    matched.push(key?);
                 }
-            }
-        }
+                Ok(matched)
+            })
+            .await?;
+        let names: BTreeSet<&str> = matched.iter().filter_map(|key| LockKeys::name_of(prefix, key)).collect();
         let mut infos = Vec::with_capacity(names.len());
         for name in names {
-            let keys = LockKeys::new(prefix, &name)?;
-            let (exists, pttl, fence): (bool, i64, Option<u64>) = redis::pipe()
-                .exists(&keys.lock)
-                .pttl(&keys.lock)
-                .get(&keys.fence)
-                .query_async(&mut conn)
-                .await?;
+            let keys = LockKeys::new(prefix, name)?;
+            let mut pipe = redis::pipe();
+            pipe.exists(&keys.lock).pttl(&keys.lock).get(&keys.fence);
+            let (exists, pttl, fence): (bool, i64, Option<u64>) =
+                core.conns.run(async |conn| pipe.query_async(conn).await).await?;
             infos.push(LockInfo {
-                name,
+                name: name.to_owned(),
                 held: exists,
                 ttl: (pttl > 0).then(|| Duration::from_millis(pttl as u64)),
                 fence: fence.map(Fence::new),

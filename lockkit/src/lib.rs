@@ -4,26 +4,34 @@
 //!
 //! | module | what lives there |
 //! |---|---|
-//! | `client` | [`LockClient`] and its builder: settings, fence re-seeding |
+//! | `client` | [`LockClient`] and its builder: a façade that validates settings, connects and starts the tasks; fence re-seeding |
+//! | `core` | what a client, its guards and its watchdog share (connections, settings, lease registry, job queue), and the idempotent release |
 //! | `connections` | long-lived multiplexed connections taken from a deadpool pool |
 //! | `acquire` | [`Acquire`]: the acquire script round trip and the wait loop |
 //! | `guard` | [`LockGuard`]: fence, loss signal, extend, release |
-//! | `lease` | shared state of a granted lease and its renewal timetable; [`LeaseLoss`] |
+//! | `lease` | shared state of a granted lease, its local deadline and renewal timetable; [`LeaseLoss`] |
+//! | `registry` | the leases a client holds and when the watchdog looks at them next |
 //! | `watchdog` | the background task: batched renewals, loss detection, background releases |
 //! | `wake` | the pub/sub connection that wakes waiters on release |
+//! | `clock` | the lease clock (`CLOCK_BOOTTIME` on Linux: it counts a suspend) |
 //! | `fence` | [`Fence`], the fencing token |
 //! | `keys` | key names of a lock (one hash tag per lock) |
-//! | `scripts` | the Lua scripts |
+//! | `scripts` | the Lua scripts and their millisecond arguments |
 //! | `inspect` | [`LockInfo`]: read-only views for operators |
 //! | `metrics` | metric names (the `metrics` facade; no exporter here) |
 //! | `error` | [`Error`], [`ErrorKind`] |
+//!
+//! Dependencies point one way: `client` → `acquire` → `guard` → `core` → `registry` → `lease` →
+//! `clock`; `watchdog` → `core`; nothing depends on `client` but `inspect`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod acquire;
 mod client;
+mod clock;
 mod connections;
+mod core;
 mod error;
 mod fence;
 mod guard;
@@ -31,6 +39,7 @@ mod inspect;
 mod keys;
 mod lease;
 mod metrics;
+mod registry;
 mod scripts;
 mod wake;
 mod watchdog;

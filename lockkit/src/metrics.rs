@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
 
-use crate::{Fence, LeaseLoss};
+use crate::fence::Fence;
 
 pub(crate) fn attempt(outcome: &'static str) {
     counter!("lockkit_acquire_attempts_total", "outcome" => outcome).increment(1);
@@ -44,10 +44,6 @@ pub(crate) fn renewals(outcome: &'static str, n: usize) {
     counter!("lockkit_renewals_total", "outcome" => outcome).increment(n as u64);
 }
 
-pub(crate) fn lost(cause: LeaseLoss) {
-    let cause = match cause {
-        LeaseLoss::Gone => "gone",
-        LeaseLoss::Expired => "expired",
-    };
+pub(crate) fn lost(cause: &'static str) {
     counter!("lockkit_leases_lost_total", "cause" => cause).increment(1);
 }

@@ -3,7 +3,7 @@
 //!
 //! Every script touches only keys of one lock, which share a hash tag, so they are cluster-safe.
 
-use std::sync::LazyLock;
+use std::{sync::LazyLock, time::Duration};
 
 use redis::Script;
 
@@ -74,4 +74,10 @@ pub(crate) fn extend_cmd(lock_key: &str, token: &str, lease_ms: u64) -> redis::C
 /// True when the error means the script cache was flushed and the script must be loaded again.
 pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// A duration as a script's millisecond argument: whole milliseconds, at least 1 (Redis refuses
+/// `PX 0`).
+pub(crate) fn millis(d: Duration) -> u64 {
+    (d.as_millis() as u64).max(1)
 }

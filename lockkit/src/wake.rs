@@ -9,25 +9,36 @@
 //! and a safety interval, and switch to jittered polling while this connection is down.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
+    pin::Pin,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
+    task::Poll,
     time::Duration,
 };
 
-use futures_util::StreamExt;
-use tokio::sync::{Notify, mpsc, oneshot};
+use futures_util::{StreamExt, stream::FuturesUnordered};
+use tokio::sync::{Notify, mpsc, watch};
 
 /// Waiters of one channel in this process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Channel {
     /// A release wakes one local waiter (first come, first served): only one can win the lock,
     /// so waking all of them would turn every release into a burst of doomed attempts. When the
     /// connection drops or returns, all waiters are woken to re-check.
     notify: Arc<Notify>,
     waiters: usize,
+    /// Whether Redis confirmed the subscription on the current connection. Set by the hub task
+    /// whenever the confirmation arrives, however late; read by the waiters.
+    confirmed: watch::Sender<bool>,
+}
+
+impl Channel {
+    fn new() -> Self {
+        Self { notify: Arc::default(), waiters: 0, confirmed: watch::channel(false).0 }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -42,13 +53,24 @@ impl Shared {
             channel.notify.notify_waiters();
         }
     }
+
+    fn set_confirmed(&self, channel: &str, confirmed: bool) {
+        if let Some(entry) = self.channels.lock().unwrap().get(channel) {
+            entry.confirmed.send_replace(confirmed);
+        }
+    }
+
+    fn unconfirm_all(&self) {
+        for channel in self.channels.lock().unwrap().values() {
+            channel.confirmed.send_replace(false);
+        }
+    }
 }
 
 #[derive(Debug)]
 enum Command {
-    /// Make sure the channel is subscribed; the ack says whether Redis confirmed it (`false` at
-    /// once if the connection is down: the waiter then polls).
-    Subscribe(String, oneshot::Sender<bool>),
+    /// Make sure the channel is subscribed (the waiter's entry exists already).
+    Subscribe(String),
     /// The last local waiter left; unsubscribe unless a new one arrived meanwhile.
     Unsubscribe(String),
 }
@@ -60,6 +82,8 @@ pub(crate) struct WakeHub {
     /// Commands for the task that owns the pub/sub connection; the task ends when every sender
     /// (this hub and its subscriptions) is gone.
     commands: mpsc::UnboundedSender<Command>,
+    /// The client's command timeout: bounds connecting and each (un)subscription.
+    command_timeout: Duration,
 }
 
 /// A waiter's registration on one channel; unsubscribes when the last one is dropped.
@@ -68,31 +92,38 @@ pub(crate) struct WakeSubscription {
     hub: WakeHub,
     channel: String,
     notify: Arc<Notify>,
-    /// Redis confirmed the subscription in time.
-    confirmed: bool,
+    /// Redis confirmed the subscription (possibly after `subscribe` returned).
+    confirmed: watch::Receiver<bool>,
 }
 
 impl WakeHub {
-    /// Starts the task that owns the pub/sub connection (connecting lazily, reconnecting forever).
-    pub(crate) fn start(client: redis::Client) -> Self {
+    /// Starts the task that owns the pub/sub connection (connecting lazily, reconnecting
+    /// forever). Connecting and each (un)subscription are bounded by `command_timeout`.
+    pub(crate) fn start(client: redis::Client, command_timeout: Duration) -> Self {
         let shared = Arc::new(Shared::default());
         let (commands, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, shared.clone(), rx));
-        Self { shared, commands }
+        tokio::spawn(run(client, shared.clone(), rx, command_timeout));
+        Self { shared, commands, command_timeout }
     }
 
-    /// Registers interest in `channel` and returns once Redis will deliver its messages to us.
-    pub(crate) async fn subscribe(&self, channel: &str) -> WakeSubscription {
-        let notify = {
+    /// Registers interest in `channel` and waits, at most `within` (and never past the command
+    /// timeout), until Redis will deliver its messages to us. Unconfirmed by then, the
+    /// subscription still turns [live](WakeSubscription::is_live) when the confirmation arrives.
+    pub(crate) async fn subscribe(&self, channel: &str, within: Duration) -> WakeSubscription {
+        let (notify, confirmed) = {
             let mut channels = self.shared.channels.lock().unwrap();
-            let entry = channels.entry(channel.to_owned()).or_default();
+            let entry = channels.entry(channel.to_owned()).or_insert_with(Channel::new);
             entry.waiters += 1;
-            entry.notify.clone()
+            (entry.notify.clone(), entry.confirmed.subscribe())
         };
-        let (ack, acked) = oneshot::channel();
-        let confirmed = self.commands.send(Command::Subscribe(channel.to_owned(), ack)).is_ok()
-            && matches!(tokio::time::timeout(COMMAND_TIMEOUT, acked).await, Ok(Ok(true)));
-        WakeSubscription { hub: self.clone(), channel: channel.to_owned(), notify, confirmed }
+        // Built before any await, so a cancelled subscribe still unregisters.
+        let subscription = WakeSubscription { hub: self.clone(), channel: channel.to_owned(), notify, confirmed };
+        let sent = self.commands.send(Command::Subscribe(channel.to_owned())).is_ok();
+        if sent && self.is_connected() {
+            let mut confirmed = subscription.confirmed.clone();
+            let _ = tokio::time::timeout(within.min(self.command_timeout), confirmed.wait_for(|c| *c)).await;
+        }
+        subscription
     }
 
     /// Whether wake-ups are currently being delivered.
@@ -102,10 +133,10 @@ impl WakeHub {
 }
 
 impl WakeSubscription {
-    /// Whether a release will wake this waiter: the subscription was confirmed and the
-    /// connection is still up. Otherwise the waiter must poll.
+    /// Whether a release will wake this waiter: the subscription is confirmed and the connection
+    /// is still up. Otherwise the waiter must poll.
     pub(crate) fn is_live(&self) -> bool {
-        self.confirmed && self.hub.is_connected()
+        *self.confirmed.borrow() && self.hub.is_connected()
     }
 
     /// The notifier to wait on; create the `notified()` future *before* trying to acquire, so a
@@ -129,18 +160,38 @@ impl Drop for WakeSubscription {
 }
 
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest wait for Redis to confirm a (un)subscription; past it the connection is presumed dead
-/// and replaced, and waiters poll meanwhile.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 
-async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
+/// A (un)subscription whose confirmation is awaited alongside the message loop.
+type Pending = Pin<Box<dyn Future<Output = Done> + Send>>;
+
+/// The outcome of a [`Pending`] (un)subscription.
+struct Done {
+    channel: String,
+    /// Which subscription of the channel it confirms (`None`: an unsubscription).
+    generation: Option<u64>,
+    /// Redis confirmed it in time.
+    ok: bool,
+}
+
+async fn run(
+    client: redis::Client,
+    shared: Arc<Shared>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    command_timeout: Duration,
+) {
     loop {
-        if let Ok(Ok(pubsub)) = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub()).await {
-            let (mut sink, mut messages) = pubsub.split();
+        if let Ok(Ok(pubsub)) = tokio::time::timeout(command_timeout, client.get_async_pubsub()).await {
+            let (sink, mut messages) = pubsub.split();
             let wanted: Vec<String> = shared.channels.lock().unwrap().keys().cloned().collect();
-            if wanted.is_empty() || confirmed(sink.subscribe(&wanted)).await {
-                let mut subscribed: HashSet<String> = wanted.into_iter().collect();
+            if wanted.is_empty() || confirmed(command_timeout, sink.clone().subscribe(&wanted)).await {
+                // Channel -> generation of its subscription, and whether Redis confirmed it.
+                let mut subscribed: HashMap<String, (u64, bool)> = HashMap::new();
+                for channel in wanted {
+                    shared.set_confirmed(&channel, true);
+                    subscribed.insert(channel, (0, true));
+                }
+                let mut generation = 0;
+                let mut pending = FuturesUnordered::<Pending>::new();
                 shared.connected.store(true, Ordering::Relaxed);
                 // Releases may have happened while we were away.
                 shared.wake_all();
@@ -148,23 +199,46 @@ async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::Unb
                     tokio::select! {
                         command = commands.recv() => match command {
                             None => return,
-                            Some(Command::Subscribe(channel, ack)) => {
-                                if !subscribed.contains(&channel) {
-                                    if !confirmed(sink.subscribe(&channel)).await {
-                                        let _ = ack.send(false);
-                                        break;
-                                    }
-                                    subscribed.insert(channel);
+                            Some(Command::Subscribe(channel)) => match subscribed.get(&channel) {
+                                Some(&(_, true)) => shared.set_confirmed(&channel, true),
+                                // Confirmed when its confirmation arrives.
+                                Some(&(_, false)) => {}
+                                None => {
+                                    generation += 1;
+                                    subscribed.insert(channel.clone(), (generation, false));
+                                    let mut sink = sink.clone();
+                                    start(&mut pending, Box::pin(async move {
+                                        let ok = confirmed(command_timeout, sink.subscribe(&channel)).await;
+                                        Done { channel, generation: Some(generation), ok }
+                                    }))
+                                    .await;
                                 }
-                                let _ = ack.send(true);
-                            }
+                            },
                             Some(Command::Unsubscribe(channel)) => {
                                 let unwanted = !shared.channels.lock().unwrap().contains_key(&channel);
-                                if unwanted && subscribed.remove(&channel) && !confirmed(sink.unsubscribe(&channel)).await {
-                                    break;
+                                if unwanted && subscribed.remove(&channel).is_some() {
+                                    let mut sink = sink.clone();
+                                    start(&mut pending, Box::pin(async move {
+                                        let ok = confirmed(command_timeout, sink.unsubscribe(&channel)).await;
+                                        Done { channel, generation: None, ok }
+                                    }))
+                                    .await;
                                 }
                             }
                         },
+                        Some(done) = pending.next(), if !pending.is_empty() => {
+                            if !done.ok {
+                                // Unconfirmed within the command timeout: presume the connection dead.
+                                break;
+                            }
+                            if let Some(generation) = done.generation
+                                && let Some(entry) = subscribed.get_mut(&done.channel)
+                                && entry.0 == generation
+                            {
+                                entry.1 = true;
+                                shared.set_confirmed(&done.channel, true);
+                            }
+                        }
                         message = messages.next() => match message {
                             Some(message) => {
                                 if let Some(channel) = shared.channels.lock().unwrap().get(message.get_channel_name()) {
@@ -178,25 +252,32 @@ async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::Unb
             }
         }
         shared.connected.store(false, Ordering::Relaxed);
+        shared.unconfirm_all();
         shared.wake_all();
         tracing::debug!("lockkit wake-up connection down; waiters poll until it returns");
-        // Acknowledge subscriptions at once while disconnected: waiters then poll.
+        // Waiters do not wait for confirmations while disconnected: they poll, and their channels
+        // are subscribed again on reconnection.
         let pause = tokio::time::sleep(RECONNECT_BACKOFF);
         tokio::pin!(pause);
         loop {
             tokio::select! {
                 () = &mut pause => break,
-                command = commands.recv() => match command {
-                    None => return,
-                    Some(Command::Subscribe(_, ack)) => { let _ = ack.send(false); }
-                    Some(Command::Unsubscribe(_)) => {}
-                },
+                command = commands.recv() => if command.is_none() { return },
             }
         }
     }
 }
 
-/// Runs a (un)subscription, true if Redis confirmed it within [`COMMAND_TIMEOUT`].
-async fn confirmed(command: impl Future<Output = redis::RedisResult<()>>) -> bool {
-    matches!(tokio::time::timeout(COMMAND_TIMEOUT, command).await, Ok(Ok(())))
+/// Polls `op` once, so that its command is queued on the connection now, in order with the
+/// commands before it, and leaves the wait for its confirmation to `pending`.
+async fn start(pending: &mut FuturesUnordered<Pending>, mut op: Pending) {
+    match std::future::poll_fn(|cx| Poll::Ready(op.as_mut().poll(cx))).await {
+        Poll::Ready(done) => pending.push(Box::pin(std::future::ready(done))),
+        Poll::Pending => pending.push(op),
+    }
+}
+
+/// Runs a (un)subscription; true if Redis confirmed it within `timeout`.
+async fn confirmed(timeout: Duration, command: impl Future<Output = redis::RedisResult<()>>) -> bool {
+    matches!(tokio::time::timeout(timeout, command).await, Ok(Ok(())))
 }

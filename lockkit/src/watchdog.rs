@@ -6,97 +6,28 @@
 //! logic and tested without a server.
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, Weak, atomic::AtomicU64, atomic::Ordering},
-    time::{Duration, Instant},
+    sync::{Arc, Weak},
+    time::Duration,
 };
 
 use redis::aio::MultiplexedConnection;
-use tokio::sync::{Notify, OwnedMutexGuard, mpsc};
+use tokio::sync::{OwnedMutexGuard, mpsc};
 
 use crate::{
     LeaseLoss,
-    client::Core,
-    keys::LockKeys,
+    clock::Moment,
+    core::{Core, Job},
     lease::{Lease, LeaseState},
     metrics,
-    scripts::{SCRIPTS, extend_cmd, is_noscript},
+    scripts::{SCRIPTS, extend_cmd, is_noscript, millis},
 };
 
 /// How long the watchdog sleeps when it watches nothing.
 const IDLE: Duration = Duration::from_secs(60);
 
-/// The leases a client holds.
-#[derive(Debug, Default)]
-pub(crate) struct Registry {
-    inner: Mutex<RegistryInner>,
-    /// Wakes the watchdog when a lease needs attention before its planned wake-up.
-    changed: Notify,
-    next_id: AtomicU64,
-}
-
-#[derive(Debug, Default)]
-struct RegistryInner {
-    leases: HashMap<u64, Arc<Lease>>,
-    /// When the sleeping watchdog will look next; `None` while it is scanning (then every change
-    /// wakes it again). Lets a busy client add and remove leases without waking the watchdog each
-    /// time: only a lease due before the planned wake-up does.
-    planned: Option<Instant>,
-}
-
-impl Registry {
-    pub(crate) fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Watches `lease`, whose first event (renewal or deadline) is at `next_event`.
-    pub(crate) fn insert(&self, lease: Arc<Lease>, next_event: Instant) {
-        let mut inner = self.inner.lock().unwrap();
-        inner.leases.insert(lease.id, lease);
-        self.wake_if_before_plan(&inner, next_event);
-    }
-
-    /// A watched lease's timetable moved (an extension); its next event is now `next_event`.
-    pub(crate) fn rescheduled(&self, next_event: Instant) {
-        self.wake_if_before_plan(&self.inner.lock().unwrap(), next_event);
-    }
-
-    fn wake_if_before_plan(&self, inner: &RegistryInner, next_event: Instant) {
-        if inner.planned.is_none_or(|planned| next_event < planned) {
-            self.changed.notify_one();
-        }
-    }
-
-    /// Stops watching a lease. Never wakes the watchdog: it will find one lease fewer.
-    pub(crate) fn remove(&self, id: u64) {
-        self.inner.lock().unwrap().leases.remove(&id);
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.inner.lock().unwrap().leases.len()
-    }
-
-    /// The watched leases, for a scan; changes from now on wake the watchdog after the scan.
-    fn start_scan(&self) -> Vec<Arc<Lease>> {
-        let mut inner = self.inner.lock().unwrap();
-        inner.planned = None;
-        inner.leases.values().cloned().collect()
-    }
-
-    fn plan(&self, wake_at: Instant) {
-        self.inner.lock().unwrap().planned = Some(wake_at);
-    }
-}
-
-/// Work handed to the watchdog task by code that cannot await (a `Drop`).
-pub(crate) enum Job {
-    /// A guard was dropped without `release()`. Carries the core so the release can run even if
-    /// that guard held the last reference to the client.
-    Release(Arc<Core>, Arc<Lease>),
-    /// An acquire was cancelled while its script was in flight: undo a possible grant with an
-    /// owner-checked delete on the *same* connection, so it reaches Redis after the acquire.
-    Abandoned { conn: MultiplexedConnection, keys: Arc<LockKeys>, token: String },
-}
+/// How soon the watchdog looks again at a lease it found busy (an extension or a release
+/// holding it): an extension may fail or be cancelled, and the lease must not go unscheduled.
+const BUSY_RETRY: Duration = Duration::from_millis(5);
 
 /// Starts the watchdog of a client. It stops when the client and every guard are gone (the job
 /// channel closes).
@@ -114,7 +45,7 @@ async fn run(core: Weak<Core>, mut jobs: mpsc::UnboundedReceiver<Job>) {
         };
         registry.plan(next);
         tokio::select! {
-            () = tokio::time::sleep_until(next.into()) => {}
+            () = tokio::time::sleep(next.until()) => {}
             () = registry.changed.notified() => {}
             job = jobs.recv() => match job {
                 None => return,
@@ -147,14 +78,22 @@ fn run_job(job: Job) {
 
 /// One pass: declares overdue leases lost, renews the due ones in one pipeline, and returns when
 /// to look again.
-async fn tick(core: &Core) -> Instant {
-    let now = Instant::now();
+async fn tick(core: &Core) -> Moment {
+    let now = Moment::now();
     let mut next = now + IDLE;
     let mut due = Vec::new();
     for lease in core.registry.start_scan() {
+        // Found lost by a check of its holder (the local deadline passed): nothing to renew.
+        if lease.loss().is_some() {
+            core.registry.remove(lease.id);
+            continue;
+        }
         // Busy means a release or an extension is running: a release removes the lease, an
-        // extension reschedules it.
-        let Ok(state) = lease.state.clone().try_lock_owned() else { continue };
+        // extension may succeed, fail or be cancelled; look again soon in any case.
+        let Ok(state) = lease.state.clone().try_lock_owned() else {
+            next = next.min(now + BUSY_RETRY);
+            continue;
+        };
         if state.released {
             continue;
         }
@@ -171,14 +110,14 @@ async fn tick(core: &Core) -> Instant {
         next
     } else {
         renew(core, due).await;
-        Instant::now()
+        Moment::now()
     }
 }
 
 /// Renews a batch of leases in one round trip. The leases' state locks are held throughout, so a
 /// release that starts meanwhile waits for this to finish (and then nothing renews it again).
 async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseState>)>) {
-    let sent_at = Instant::now();
+    let sent_at = Moment::now();
     // Never wait for an answer past the earliest deadline in the batch: by then that lease is lost
     // whatever Redis says.
     let budget = batch
@@ -193,14 +132,18 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
     }
     metrics::renewal_round_trip();
     let outcome = core.conns.run_within("a lease renewal", budget, async |conn| run_pipeline(conn, &pipe).await).await;
-    let now = Instant::now();
+    let now = Moment::now();
     match outcome {
         Ok(replies) => {
             let mut renewed = 0;
             for ((lease, state), reply) in batch.iter_mut().zip(replies) {
-                if reply == 1 {
+                renewed += usize::from(reply == 1);
+                if lease.loss().is_some() {
+                    // Presumed lost by a check while the renewal was in flight: it stays lost.
+                    core.registry.remove(lease.id);
+                } else if reply == 1 {
                     state.schedule.renewed(sent_at);
-                    renewed += 1;
+                    lease.publish(state);
                 } else {
                     lease.mark_lost(LeaseLoss::Gone);
                     core.registry.remove(lease.id);
@@ -231,9 +174,4 @@ async fn run_pipeline(conn: &mut MultiplexedConnection, pipe: &redis::Pipeline) 
         }
         result => result,
     }
-}
-
-/// A duration in whole milliseconds, at least 1 (Redis refuses `PX 0`).
-pub(crate) fn millis(d: Duration) -> u64 {
-    (d.as_millis() as u64).max(1)
 }

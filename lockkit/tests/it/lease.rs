@@ -2,9 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use lockkit::LeaseLoss;
+use futures_util::FutureExt;
+use lockkit::{LeaseLoss, LockClient};
 
-use crate::support::{client, client_with_lease, exists, lock_key, raw, unique};
+use crate::support::{Proxy, client, client_with_lease, eventually, exists, lock_key, raw, unique};
 
 #[tokio::test]
 async fn a_fixed_lease_expires_and_frees_the_lock_without_a_watchdog() {
@@ -140,4 +141,57 @@ async fn renewals_of_many_locks_are_batched() {
         assert!(!guard.is_lost());
         assert!(guard.release().await.unwrap());
     }
+}
+
+/// The holder's thread is blocked past the lease (a GC pause, swap, a blocking call): the very
+/// next check reports the loss, without waiting for the watchdog to run.
+#[tokio::test(flavor = "current_thread")]
+async fn a_blocked_holder_sees_its_loss_on_its_next_check() {
+    let holder = client_with_lease(Duration::from_millis(300)).await;
+    let guard = holder.try_lock(&unique("blocked-watched")).await.unwrap().unwrap();
+
+    std::thread::sleep(Duration::from_millis(400));
+
+    assert!(guard.is_lost(), "no await since the pause: only the local deadline can tell");
+    assert_eq!(guard.loss(), Some(LeaseLoss::Expired));
+    assert!(guard.ensure_held().unwrap_err().is_lost());
+    assert_eq!(guard.lost().now_or_never(), Some(LeaseLoss::Expired));
+}
+
+/// `lost()` watches the local deadline itself: here it is the first to look after the pause.
+#[tokio::test(flavor = "current_thread")]
+async fn lost_fires_on_the_local_deadline_by_itself() {
+    let holder = client().await;
+    let guard = holder.acquire(&unique("blocked-fixed")).lease(Duration::from_millis(300)).await.unwrap();
+    let lost = guard.lost();
+
+    std::thread::sleep(Duration::from_millis(400));
+
+    assert_eq!(lost.now_or_never(), Some(LeaseLoss::Expired));
+    assert!(guard.is_lost());
+}
+
+/// A grant whose answer arrives after the lease it granted has run out is of no use: lockkit
+/// undoes it and reports a retryable error instead of handing out a guard that is already lost.
+#[tokio::test]
+async fn a_grant_answered_after_its_lease_ran_out_is_refused() {
+    let proxy = Proxy::start().await;
+    let client = LockClient::builder(proxy.url()).connections(1).connect().await.unwrap();
+    let name = unique("late-grant");
+    let lease = Duration::from_millis(500);
+    // The connection is up (and the script loaded) before the stall.
+    assert!(client.try_lock(&name).await.unwrap().unwrap().release().await.unwrap());
+
+    proxy.stall();
+    let attempt = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move { client.acquire(&name).lease(lease).await }
+    });
+    assert!(eventually(Duration::from_secs(30), || std::future::ready(proxy.held_back("EVALSHA"))).await);
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    proxy.resume();
+
+    let err = attempt.await.unwrap().expect_err("the grant came too late to be used");
+    assert!(err.is_unavailable() && err.is_retryable(), "{err}");
+    assert_eq!(client.held_leases(), 0);
 }

@@ -1,9 +1,20 @@
 //! Shared test helpers: the Redis URL, clients, unique lock names, a raw connection.
 
-use std::time::Duration;
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use lockkit::LockClient;
 use redis::aio::MultiplexedConnection;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::Notify,
+};
 
 pub(crate) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390".into())
@@ -52,4 +63,93 @@ where
 
 pub(crate) async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query_async::<bool>(conn).await.unwrap()
+}
+
+/// A TCP proxy in front of Redis that a test can make misbehave for the clients connected
+/// through it only (other tests share the same Redis).
+pub(crate) struct Proxy {
+    port: u16,
+    faults: Arc<Faults>,
+}
+
+#[derive(Default)]
+struct Faults {
+    /// Client-to-server bytes are held back while set.
+    stalled: AtomicBool,
+    resumed: Notify,
+    /// What reached the proxy while stalled.
+    held: Mutex<Vec<u8>>,
+    /// Writes containing `SUBSCRIBE` are never forwarded (and nothing after them on that
+    /// connection): a pub/sub connection that never confirms.
+    swallow_subscribes: AtomicBool,
+}
+
+impl Proxy {
+    pub(crate) async fn start() -> Self {
+        let upstream = redis_url().trim_start_matches("redis://").split('/').next().unwrap().to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let faults = Arc::new(Faults::default());
+        let shared = faults.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = TcpStream::connect(&upstream).await else { continue };
+                let (mut client_rx, mut client_tx) = client.into_split();
+                let (mut server_rx, mut server_tx) = server.into_split();
+                tokio::spawn(async move { tokio::io::copy(&mut server_rx, &mut client_tx).await });
+                let faults = shared.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0; 64 * 1024];
+                    loop {
+                        let n = match client_rx.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        loop {
+                            let resumed = faults.resumed.notified();
+                            if !faults.stalled.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            faults.held.lock().unwrap().extend_from_slice(&buf[..n]);
+                            resumed.await;
+                        }
+                        if faults.swallow_subscribes.load(Ordering::SeqCst)
+                            && buf[..n].windows(9).any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE"))
+                        {
+                            std::future::pending::<()>().await;
+                        }
+                        if server_tx.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { port, faults }
+    }
+
+    /// The Redis URL that goes through this proxy.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Holds back everything clients send from now on, until [`resume`](Self::resume).
+    pub(crate) fn stall(&self) {
+        self.faults.stalled.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn resume(&self) {
+        self.faults.stalled.store(false, Ordering::SeqCst);
+        self.faults.resumed.notify_waiters();
+    }
+
+    /// Whether a command `name` (such as `EVALSHA`) was sent while stalled.
+    pub(crate) fn held_back(&self, name: &str) -> bool {
+        self.faults.held.lock().unwrap().windows(name.len()).any(|w| w.eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    /// From now on, pub/sub subscriptions are never confirmed.
+    pub(crate) fn swallow_subscribes(&self) {
+        self.faults.swallow_subscribes.store(true, Ordering::SeqCst);
+    }
 }

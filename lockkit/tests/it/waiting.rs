@@ -4,18 +4,15 @@ use std::time::Duration;
 
 use lockkit::LockClient;
 
-use crate::support::{client, redis_url, unique};
+use crate::support::{Proxy, client, redis_url, unique};
 
 #[tokio::test]
 async fn a_waiter_wakes_on_release_without_polling() {
     // Neither a TTL nor the safety interval could wake the waiter within its wait: only the
     // release's wake-up can.
     let holder = client().await;
-    let waiter_client = LockClient::builder(redis_url())
-        .wake_safety_interval(Duration::from_secs(60))
-        .connect()
-        .await
-        .unwrap();
+    let waiter_client =
+        LockClient::builder(redis_url()).wake_safety_interval(Duration::from_secs(60)).connect().await.unwrap();
     let name = unique("wake");
     let held = holder.try_lock(&name).await.unwrap().unwrap();
     let waiter = {
@@ -86,4 +83,25 @@ async fn many_waiters_are_served_one_after_another() {
     fences.sort();
     fences.dedup();
     assert_eq!(fences.len(), 10);
+}
+
+/// Pub/sub subscriptions that Redis never confirms (a stalled wake-up connection) cost polling,
+/// not the wait: the waiter gives up when its own wait ends. Before, it first waited a fixed
+/// second for the confirmation whatever its wait was; the bound below is that second, twenty
+/// times the wait.
+#[tokio::test]
+async fn an_unconfirmed_subscription_does_not_stretch_the_wait() {
+    let proxy = Proxy::start().await;
+    // A long command timeout: the confirmation wait must be cut by the wait, not by this.
+    let client = LockClient::builder(proxy.url()).command_timeout(Duration::from_secs(30)).connect().await.unwrap();
+    let name = unique("unconfirmed");
+    let held = client.try_lock(&name).await.unwrap().unwrap();
+    proxy.swallow_subscribes();
+
+    let started = std::time::Instant::now();
+    let err = client.lock(&name, Duration::from_millis(50)).await.unwrap_err();
+
+    assert!(err.is_timeout(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    assert!(held.release().await.unwrap());
 }
