@@ -171,7 +171,8 @@ async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Durat
     if schedule.is_expired(now) {
         // The answer came after the lease it granted must be presumed over: unusable. `undo`
         // (still armed) deletes it if it is still ours, and the caller may retry.
-        tracing::debug!(lock = %keys.name, after = ?(now - sent_at), "grant answered too late; undoing it");
+        tracing::warn!(lock = %keys.name, after = ?(now - sent_at), "grant answered too late; undoing it");
+        metrics::late_grant();
         return Err(Error::new(
             ErrorKind::Unavailable,
             format!("the grant of lock {:?} was answered after its {lease:?} lease had run out", keys.name),

@@ -9,6 +9,7 @@
 //! | `lockkit_renewals_total` | counter | `outcome` = `renewed` / `gone` / `error` |
 //! | `lockkit_renewal_round_trips_total` | counter | | one per batch, however many leases it renews |
 //! | `lockkit_leases_lost_total` | counter | `cause` = `gone` / `expired` |
+//! | `lockkit_late_grants_total` | counter | | grants answered after their lease was over, undone |
 //! | `lockkit_fence` | gauge | | the last fence granted to this process |
 //!
 //! Labels never carry lock names or tokens: they stay bounded however many locks you use.
@@ -42,6 +43,10 @@ pub(crate) fn renewal_round_trip() {
 
 pub(crate) fn renewals(outcome: &'static str, n: usize) {
     counter!("lockkit_renewals_total", "outcome" => outcome).increment(n as u64);
+}
+
+pub(crate) fn late_grant() {
+    counter!("lockkit_late_grants_total").increment(1);
 }
 
 pub(crate) fn lost(cause: &'static str) {

@@ -5,12 +5,14 @@
 //!    shards over; on healing, `b`'s stalled commands reach Redis late;
 //! 2. **reset**: every connection of `b` to Redis is reset at once;
 //! 3. **slow link**: latency of more than half `b`'s lease each way, so every grant reaches `b`
-//!    after its lease must be presumed over: `b`'s watchdog reports those leases lost, and
-//!    whatever `b` then writes must still be fenced.
+//!    after its lease must be presumed over: lockkit refuses to hand such a grant out (it undoes
+//!    it and counts it in `lockkit_late_grants_total`), and a lease granted just before the link
+//!    slowed down is reported lost by the watchdog or the holder's own deadline check. Whatever
+//!    `b` then writes must still be fenced.
 //!
 //! The service holds a shard lock only for its few milliseconds of PostgreSQL work, so a plain
 //! partition rarely catches a holder mid-lease (it finds its release failing instead); the slow
-//! link is what makes the watchdog's loss reports observable. redis-rs gives up on an answer after
+//! link is what makes stale leases observable. redis-rs gives up on an answer after
 //! 500 ms, so a link slower than that only produces errors: `b` runs with a short lease
 //! ([`TARGET_LEASE_MS`]) and the link gets a latency between half that lease and 250 ms.
 //! Nothing may be oversold.
@@ -46,7 +48,7 @@ impl FaultPlan for Partition {
     }
 
     fn description(&self) -> &'static str {
-        "Cut instance b off Redis (userspace fault proxy: blackhole) for longer than the lease, then heal; reset all of b's Redis connections; then slow the link to 180 ms each way, more than half of b's 300 ms lease. b's watchdog reports its leases lost, stale holders are fenced out, nothing is oversold."
+        "Cut instance b off Redis (userspace fault proxy: blackhole) for longer than the lease, then heal; reset all of b's Redis connections; then slow the link to 180 ms each way, more than half of b's 300 ms lease. b refuses grants that arrive after their lease or reports leases lost, stale holders are fenced out, nothing is oversold."
     }
 
     async fn prepare(&mut self, env: &Environment, specs: &mut [InstanceSpec]) -> Result<()> {
@@ -109,21 +111,20 @@ impl FaultPlan for Partition {
     }
 
     fn expectations(&self, outcome: &RunOutcome<'_>) -> Vec<Check> {
-        let lost = outcome
-            .probe
-            .leases_lost
-            .get(TARGET)
-            .copied()
-            .unwrap_or(0.0);
+        let target = |counts: &[f64]| counts.get(TARGET).copied().unwrap_or(0.0);
+        let lost = target(&outcome.probe.leases_lost);
+        let late = target(&outcome.probe.late_grants);
         vec![Check::new(
-            "watchdog_reported_lost_leases",
-            lost > 0.0,
-            format!("lockkit_leases_lost_total = {lost} on the partitioned instance"),
+            "stale_leases_caught",
+            lost + late > 0.0,
+            format!(
+                "lockkit_leases_lost_total = {lost}, lockkit_late_grants_total = {late} on the partitioned instance"
+            ),
         )]
     }
 
     fn notable_log_lines(&self) -> &'static [&'static str] {
-        &["lease lost"]
+        &["lease lost", "answered too late"]
     }
 
     fn figures(&self) -> Vec<(&'static str, serde_json::Value)> {

@@ -102,6 +102,9 @@ pub struct Probe {
     pub sold: i64,
     /// `lockkit_leases_lost_total` per instance (0 for an instance that cannot answer now).
     pub leases_lost: Vec<f64>,
+    /// `lockkit_late_grants_total` per instance: grants answered after their lease was over,
+    /// which lockkit undoes instead of handing out (0 for an instance that cannot answer now).
+    pub late_grants: Vec<f64>,
 }
 
 impl Probe {
@@ -227,16 +230,21 @@ impl FaultRun<'_> {
             }
         };
         let mut leases_lost = Vec::with_capacity(self.instances.len());
+        let mut late_grants = Vec::with_capacity(self.instances.len());
         for instance in self.instances.iter() {
-            let lost = if instance.is_paused() {
+            let metrics = if instance.is_paused() {
                 None
             } else {
                 instance.metrics().await.ok()
             };
-            leases_lost.push(
-                lost.and_then(|m| m.get("lockkit_leases_lost_total").copied())
-                    .unwrap_or(0.0),
-            );
+            let counter = |name: &str| {
+                metrics
+                    .as_ref()
+                    .and_then(|m| m.get(name).copied())
+                    .unwrap_or(0.0)
+            };
+            leases_lost.push(counter("lockkit_leases_lost_total"));
+            late_grants.push(counter("lockkit_late_grants_total"));
         }
         Ok(Probe {
             fence_rejections: row.get(0),
@@ -245,6 +253,7 @@ impl FaultRun<'_> {
             remaining: row.get(3),
             sold: row.get(4),
             leases_lost,
+            late_grants,
         })
     }
 
