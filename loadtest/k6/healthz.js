@@ -10,7 +10,7 @@
 
 import http from 'k6/http';
 import { Counter, Trend } from 'k6/metrics';
-import { config, vuPool, pickTarget } from './lib/seckill.js';
+import { config, constantArrivals, pickTarget } from './lib/seckill.js';
 
 const ok = new Counter('healthz_ok');
 const unexpected = new Counter('unexpected');
@@ -20,14 +20,7 @@ export const options = {
   thresholds: { unexpected: ['count==0'] },
   summaryTrendStats: ['avg', 'min', 'med', 'p(90)', 'p(95)', 'p(99)', 'max', 'count'],
   scenarios: {
-    healthz: {
-      executor: 'constant-arrival-rate',
-      rate: config.rate,
-      timeUnit: '1s',
-      duration: config.duration,
-      ...vuPool(config.rate),
-      gracefulStop: '10s',
-    },
+    healthz: constantArrivals(),
   },
 };
 

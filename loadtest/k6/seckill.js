@@ -8,7 +8,7 @@
 // ./lib/seckill.js; this file only wires the executor. Run: scripts/k6.sh loadtest/k6/seckill.js
 // Environment variables: see loadtest/k6/README.md.
 
-import { config, baseOptions, vuPool, placeOrder } from './lib/seckill.js';
+import { config, baseOptions, vuPool, constantArrivals, placeOrder } from './lib/seckill.js';
 
 export { setup, teardown, handleSummary } from './lib/seckill.js';
 
@@ -30,14 +30,7 @@ function scenario() {
       gracefulStop: '10s',
     };
   }
-  return {
-    executor: 'constant-arrival-rate',
-    rate: config.rate,
-    timeUnit: '1s',
-    duration: config.duration,
-    ...vuPool(config.rate),
-    gracefulStop: '10s',
-  };
+  return constantArrivals();
 }
 
 export const options = {

@@ -208,6 +208,19 @@ export function vuPool(peakRate) {
   return { preAllocatedVUs: pre, maxVUs: max };
 }
 
+// The open model's constant executor: arrivals at RATE/s for DURATION, whatever the answers take.
+// Shared by the order load and the HTTP ceiling, so both offer exactly the same arrivals.
+export function constantArrivals() {
+  return {
+    executor: 'constant-arrival-rate',
+    rate: config.rate,
+    timeUnit: '1s',
+    duration: config.duration,
+    ...vuPool(config.rate),
+    gracefulStop: '10s',
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // targets, users, request builders
 
