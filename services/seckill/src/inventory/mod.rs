@@ -233,10 +233,7 @@ impl Inventory {
                 Planned::Try(plan) => plan,
                 Planned::SoldOut => {
                     if self.is_sold_out(sale, quantity).await? {
-                        if let Some(purchase) = self.earlier_order(sale, request).await? {
-                            return Ok(purchase);
-                        }
-                        return Err(self.sold_out(sale, quantity).await);
+                        return self.refuse_sold_out(sale, request).await;
                     }
                     // The hints were low (e.g. an unprotected strategy wrote past them).
                     hints = Some(self.hints.rebuild(db, sale).await?);
@@ -263,12 +260,7 @@ impl Inventory {
                 Ok(Attempt::Contended(shard)) => contended.push(shard),
                 // A stale lease or a lost race: back off a little so the new holder finishes.
                 Ok(Attempt::Refused) => tokio::time::sleep(Duration::from_millis(rand::random_range(1..10))).await,
-                Err(BuyError::UserLimit) => return self.refuse(sale, request, ApiError::UserLimitReached).await,
-                Err(BuyError::DuplicateKey) => {
-                    let impossible = ApiError::Internal("duplicate idempotency key without an order".into());
-                    return self.refuse(sale, request, impossible).await;
-                }
-                Err(BuyError::Api(e)) => return Err(e),
+                Err(e) => return self.refuse(sale, request, e).await,
             }
         }
     }
@@ -284,7 +276,7 @@ impl Inventory {
         // request while it waits for stock: waiting must not turn into polling the database.
         let mut confirmed_at: Option<Instant> = None;
         loop {
-            let refusal = match self.owned.buy(&sale, fencing, request, deadline).await {
+            match self.owned.buy(&sale, fencing, request, deadline).await {
                 Ok(OwnedAttempt::Bought(record)) => return Ok(Purchase { record, replayed: false }),
                 Ok(OwnedAttempt::SaleChanged) => {
                     self.forget_sale(&sale.sku);
@@ -300,10 +292,7 @@ impl Inventory {
                         confirmed_at = Some(Instant::now());
                     }
                     if (due || self.known_sold_out(&sale, quantity)) && self.is_sold_out(&sale, quantity).await? {
-                        if let Some(purchase) = self.earlier_order(&sale, request).await? {
-                            return Ok(purchase);
-                        }
-                        return Err(self.sold_out(&sale, quantity).await);
+                        return self.refuse_sold_out(&sale, request).await;
                     }
                     self.owned.ask_for_stock(&sale.sku).await?;
                     let pause = Duration::from_millis(rand::random_range(5..20));
@@ -311,13 +300,9 @@ impl Inventory {
                         return Err(ApiError::Busy);
                     }
                     tokio::time::sleep(pause).await;
-                    continue;
                 }
-                Err(BuyError::UserLimit) => ApiError::UserLimitReached,
-                Err(BuyError::DuplicateKey) => ApiError::Internal("duplicate idempotency key without an order".into()),
-                Err(BuyError::Api(e)) => return Err(e),
-            };
-            return self.refuse(&sale, request, refusal).await;
+                Err(e) => return self.refuse(&sale, request, e).await,
+            }
         }
     }
 
@@ -334,11 +319,25 @@ impl Inventory {
         }
     }
 
-    /// Refuses with `refusal` unless the request replays an earlier order.
-    async fn refuse(&self, sale: &Sale, request: &OrderRequest, refusal: ApiError) -> Result<Purchase, ApiError> {
+    /// Answers a request the sale cannot complete: the earlier order it replays, if any, else the
+    /// refusal (a user limit; a duplicate key without an order is a bug; errors pass through).
+    async fn refuse(&self, sale: &Sale, request: &OrderRequest, why: BuyError) -> Result<Purchase, ApiError> {
+        let refusal = match why {
+            BuyError::UserLimit => ApiError::UserLimitReached,
+            BuyError::DuplicateKey => ApiError::Internal("duplicate idempotency key without an order".into()),
+            BuyError::Api(e) => return Err(e),
+        };
         match self.earlier_order(sale, request).await? {
             Some(purchase) => Ok(purchase),
             None => Err(refusal),
+        }
+    }
+
+    /// Answers `sold_out`, unless the request replays an earlier order.
+    async fn refuse_sold_out(&self, sale: &Sale, request: &OrderRequest) -> Result<Purchase, ApiError> {
+        match self.earlier_order(sale, request).await? {
+            Some(purchase) => Ok(purchase),
+            None => Err(self.sold_out(sale, request.quantity.get()).await),
         }
     }
 }

@@ -29,10 +29,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lockkit::Fence;
 use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
+pub use self::owner::OwnedShardView;
 pub(crate) use self::placement::PlacementSettings;
 use self::{
     batcher::BatchContext,
@@ -41,7 +41,7 @@ use self::{
 };
 use super::{hints::Hints, shard_locks::ShardLocks, strategies::BuyError};
 use crate::{
-    domain::{Fencing, OrderRequest, ShardId, Sku},
+    domain::{Fencing, OrderRequest, Sku},
     error::ApiError,
     store::{Db, OrderRecord, Sale},
 };
@@ -56,19 +56,6 @@ pub enum OwnedAttempt {
     NoStock,
     /// The sale was reset under this instance: reload it and decide again.
     SaleChanged,
-}
-
-/// One owned shard, as an operator sees it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct OwnedShardView {
-    /// The shard.
-    pub shard: u32,
-    /// The fence this instance claimed it with.
-    pub fence: i64,
-    /// Stock as last committed.
-    pub committed: i64,
-    /// Stock not reserved by orders waiting for their batch.
-    pub available: i64,
 }
 
 /// The owned shards of every sale on this instance.
@@ -134,18 +121,7 @@ impl OwnedShards {
     /// The shards of `sku` this instance owns now.
     pub fn ownership(&self, sku: &Sku) -> Vec<OwnedShardView> {
         let owner = self.owners.lock().unwrap().get(sku).cloned();
-        owner.map_or_else(Vec::new, |owner| {
-            owner
-                .snapshot()
-                .into_iter()
-                .map(|(shard, fence, committed, available): (ShardId, Fence, i64, i64)| OwnedShardView {
-                    shard: shard.get(),
-                    fence: fence.as_i64(),
-                    committed,
-                    available,
-                })
-                .collect()
-        })
+        owner.map_or_else(Vec::new, |owner| owner.snapshot())
     }
 
     /// Stops deciding and releases every owned shard (graceful shutdown). Call after the HTTP
@@ -178,22 +154,28 @@ impl OwnedShards {
 }
 
 /// Looks at idle shards and other instances' requests for stock every `interval`, and renews the
-/// heartbeat every ten of them.
+/// heartbeat every ten of them, while this instance sells an owned sale.
 async fn rebalance_loop(owned: std::sync::Weak<OwnedShards>, stop: CancellationToken, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    for round in 0u64.. {
+    let mut last_heartbeat = None;
+    loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = stop.cancelled() => return,
         }
         let Some(owned) = owned.upgrade() else { return };
-        if round % 10 == 0
-            && let Err(e) = owned.placement.heartbeat().await
-        {
-            tracing::debug!(error = %e, "heartbeat failed");
-        }
         let owners: Vec<Arc<SaleOwner>> = owned.owners.lock().unwrap().values().cloned().collect();
+        if owners.is_empty() {
+            // No owned sale here: nothing to give back, and no share of any to count.
+            continue;
+        }
+        if last_heartbeat.is_none_or(|at: Instant| at.elapsed() >= interval * 10) {
+            last_heartbeat = Some(Instant::now());
+            if let Err(e) = owned.placement.heartbeat().await {
+                tracing::debug!(error = %e, "heartbeat failed");
+            }
+        }
         if let Err(e) = owned.placement.rebalance(&owners).await {
             tracing::debug!(error = %e, "rebalancing failed; trying again next tick");
         }

@@ -24,6 +24,19 @@ use crate::{
     store::{BatchShard, OrderRecord, Sale},
 };
 
+/// One owned shard, as an operator sees it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OwnedShardView {
+    /// The shard.
+    pub shard: u32,
+    /// The fence this instance claimed it with.
+    pub fence: i64,
+    /// Stock as last committed.
+    pub committed: i64,
+    /// Stock not reserved by orders waiting for their batch.
+    pub available: i64,
+}
+
 /// What a request waiting on its batch is told.
 #[derive(Debug)]
 pub(crate) enum Decided {
@@ -245,10 +258,24 @@ impl SaleOwner {
             .collect()
     }
 
-    /// A view of the owned shards for operators: shard, fence, committed and available stock.
-    pub(crate) fn snapshot(&self) -> Vec<(ShardId, Fence, i64, i64)> {
+    /// The owned shards, as operators see them.
+    pub(crate) fn snapshot(&self) -> Vec<OwnedShardView> {
         let state = self.state.lock().unwrap();
-        state.shards.iter().map(|(id, s)| (*id, s.fence, s.committed, s.available)).collect()
+        state
+            .shards
+            .iter()
+            .map(|(id, s)| OwnedShardView { shard: id.get(), fence: s.fence.as_i64(), committed: s.committed, available: s.available })
+            .collect()
+    }
+
+    /// Whether `shard` is owned here now.
+    pub(crate) fn owns(&self, shard: ShardId) -> bool {
+        self.state.lock().unwrap().shards.contains_key(&shard)
+    }
+
+    /// Whether any shard is owned here now.
+    pub(crate) fn owns_any(&self) -> bool {
+        !self.state.lock().unwrap().shards.is_empty()
     }
 }
 

@@ -164,14 +164,13 @@ impl Placement {
             return Ok(Taken::Nothing);
         }
         let hints = self.hints.read(&self.db, sale).await?;
-        let owned: Vec<ShardId> = owner.snapshot().iter().map(|(id, ..)| *id).collect();
         let now = Instant::now();
         let start = rand::random_range(0..hints.len().max(1));
         let candidates: Vec<ShardId> = (0..hints.len())
             .map(|i| (start + i) % hints.len())
             .filter(|&i| hints[i] > 0)
             .map(|i| ShardId::new(i as u32))
-            .filter(|id| !owned.contains(id))
+            .filter(|id| !owner.owns(*id))
             .filter(|id| self.held_elsewhere.lock().unwrap().get(&(sale.sku.clone(), *id)).is_none_or(|until| now >= *until))
             .collect();
         for shard in candidates {
@@ -231,7 +230,7 @@ impl Placement {
     /// One round of giving back: idle shards, and the surplus over the fair share when another
     /// instance asked for stock.
     pub(crate) async fn rebalance(&self, owners: &[Arc<SaleOwner>]) -> Result<(), ApiError> {
-        let owning: Vec<&Arc<SaleOwner>> = owners.iter().filter(|o| !o.snapshot().is_empty()).collect();
+        let owning: Vec<&Arc<SaleOwner>> = owners.iter().filter(|o| o.owns_any()).collect();
         let mut demands: Vec<Option<String>> = vec![None; owning.len()];
         if !owning.is_empty() {
             let mut pipe = redis::pipe();
