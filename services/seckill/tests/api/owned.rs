@@ -93,6 +93,21 @@ async fn shards_are_handed_off_to_the_one_instance_that_still_gets_requests() {
     assert_exact(&apps[0].audit(&sku).await, 60);
 }
 
+/// One shard, two instances both busy: the owner hands the shard over in turns while the other
+/// asks for stock, so both sell (without turns, the second sells nothing until the first has
+/// sold out), and the books balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_shard_is_sold_in_turns_by_two_busy_instances() {
+    let apps = [spawn_app_with(owner_settings()).await, spawn_app_with(owner_settings()).await];
+    let sku = apps[0].create_sale(sale(400, 1, "owned-shards")).await;
+
+    let (first, second) = tokio::join!(buy_until_sold_out(&apps[0], &sku, "first"), buy_until_sold_out(&apps[1], &sku, "second"));
+
+    assert_eq!(first + second, 400);
+    assert!(first > 0 && second > 0, "both instances sold: {first} and {second}");
+    assert_exact(&apps[0].audit(&sku).await, 400);
+}
+
 /// An owner stopped gracefully mid-sale hands its shards back on the way out; another instance
 /// takes them over and sells the rest. Nothing acknowledged is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -142,14 +142,11 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>, ou
         };
         replies.push((order.reply, decided));
     }
-    // Empty shards go back at once, and everyone is told they are empty.
-    let empty: Vec<ShardId> = state.shards.iter().filter(|(_, s)| s.committed <= 0 && s.reserved() == 0).map(|(id, _)| *id).collect();
     drop(state);
     for (reply, decided) in replies {
         let _ = reply.send(decided);
     }
-    if !empty.is_empty() {
-        let surrendered = owner.take_shards(&empty);
-        ctx.surrenders.send(owner, surrendered);
-    }
+    // Empty shards go back at once (and everyone is told they are empty), retiring ones as soon
+    // as their last reserved units are committed.
+    ctx.surrenders.send(owner, owner.finished_shards());
 }

@@ -68,6 +68,10 @@ pub(crate) struct OwnedShard {
     pub(crate) committed: i64,
     pub(crate) available: i64,
     pub(crate) last_used: Instant,
+    /// When this instance took it.
+    owned_since: Instant,
+    /// Handed back once its reserved units are committed; decides nothing new meanwhile.
+    retiring: bool,
     guard: LockGuard,
     /// Stops the task that watches the lease for loss.
     watch: CancellationToken,
@@ -164,7 +168,17 @@ impl SaleOwner {
             }
         });
         let fence = guard.fence();
-        let owned = OwnedShard { fence, committed: remaining, available: remaining, last_used: Instant::now(), guard, watch };
+        let now = Instant::now();
+        let owned = OwnedShard {
+            fence,
+            committed: remaining,
+            available: remaining,
+            last_used: now,
+            owned_since: now,
+            retiring: false,
+            guard,
+            watch,
+        };
         self.state.lock().unwrap().shards.insert(shard, owned);
         self.adopted.fetch_add(1, Ordering::Release);
         tracing::debug!(sku = %self.sale.sku, %shard, %fence, remaining, "shard owned");
@@ -213,21 +227,38 @@ impl SaleOwner {
         }
     }
 
-    /// Removes `shards` from memory to hand them back (they are empty, or idle).
-    pub(crate) fn take_shards(&self, shards: &[ShardId]) -> Vec<Surrendered> {
+    /// Marks up to `n` more shards retiring, the longest held first: they decide no new order
+    /// and go back once what they reserved is committed. Returns them.
+    pub(crate) fn retire(&self, n: usize) -> Vec<ShardId> {
         let mut state = self.state.lock().unwrap();
-        shards.iter().filter_map(|shard| state.shards.remove(shard).map(|owned| surrendered(*shard, owned))).collect()
+        let mut held: Vec<(Instant, ShardId)> =
+            state.shards.iter().filter(|(_, s)| !s.retiring && s.available > 0).map(|(id, s)| (s.owned_since, *id)).collect();
+        held.sort_unstable();
+        let chosen: Vec<ShardId> = held.into_iter().take(n).map(|(_, id)| id).collect();
+        for id in &chosen {
+            if let Some(owned) = state.shards.get_mut(id) {
+                owned.retiring = true;
+            }
+        }
+        chosen
     }
 
-    /// Shards to give back: idle ones (nothing reserved, unused since `idle_before`) and, to
-    /// make room for another instance, up to `surplus` more without reservations.
-    pub(crate) fn surrender(&self, idle_before: Instant, surplus: usize) -> Vec<Surrendered> {
+    /// Takes out every shard with nothing reserved that is retiring or unused since `idle_before`.
+    pub(crate) fn surrender(&self, idle_before: Instant) -> Vec<Surrendered> {
         let mut state = self.state.lock().unwrap();
-        let free: Vec<ShardId> = state.shards.iter().filter(|(_, s)| s.reserved() == 0).map(|(id, _)| *id).collect();
-        let idle: Vec<ShardId> = free.iter().copied().filter(|id| state.shards[id].last_used < idle_before).collect();
-        let extra = free.iter().copied().filter(|id| !idle.contains(id)).take(surplus.saturating_sub(idle.len()));
-        let chosen: Vec<ShardId> = idle.iter().copied().chain(extra).collect();
-        chosen.into_iter().filter_map(|shard| state.shards.remove(&shard).map(|owned| surrendered(shard, owned))).collect()
+        take_unreserved(&mut state.shards, |s| s.retiring || s.last_used < idle_before)
+    }
+
+    /// Shards whose work is done: nothing reserved, and empty or retiring.
+    pub(crate) fn finished_shards(&self) -> Vec<Surrendered> {
+        let mut state = self.state.lock().unwrap();
+        take_unreserved(&mut state.shards, |s| s.committed <= 0 || s.retiring)
+    }
+
+    /// How long the longest-held shard still selling here has been owned.
+    pub(crate) fn longest_held(&self) -> Option<std::time::Duration> {
+        let state = self.state.lock().unwrap();
+        state.shards.values().filter(|s| !s.retiring && s.available > 0).map(|s| s.owned_since.elapsed()).max()
     }
 
     /// Stops deciding and hands every shard back (sale reset, shutdown). Orders still pending
@@ -245,9 +276,9 @@ impl SaleOwner {
         shards.into_iter().map(|(shard, owned)| surrendered(shard, owned)).collect()
     }
 
-    /// Shards with stock, for the fair-share count.
+    /// Shards still selling here, for the fair-share count.
     pub(crate) fn stocked_shards(&self) -> usize {
-        self.state.lock().unwrap().shards.values().filter(|s| s.available > 0).count()
+        self.state.lock().unwrap().shards.values().filter(|s| !s.retiring && s.available > 0).count()
     }
 
     /// What a batch must know of each shard it touches.
@@ -279,6 +310,12 @@ impl SaleOwner {
     }
 }
 
+/// Takes out the shards with nothing reserved that `done` selects, to hand them back.
+fn take_unreserved(shards: &mut BTreeMap<ShardId, OwnedShard>, done: impl Fn(&OwnedShard) -> bool) -> Vec<Surrendered> {
+    let ids: Vec<ShardId> = shards.iter().filter(|(_, s)| s.reserved() == 0 && done(s)).map(|(id, _)| *id).collect();
+    ids.into_iter().filter_map(|shard| shards.remove(&shard).map(|owned| surrendered(shard, owned))).collect()
+}
+
 fn surrendered(shard: ShardId, owned: OwnedShard) -> Surrendered {
     owned.watch.cancel();
     Surrendered { shard, empty: owned.committed <= 0, guard: owned.guard }
@@ -288,7 +325,7 @@ fn surrendered(shard: ShardId, owned: OwnedShard) -> Surrendered {
 /// shards empty and are handed back early), else gathered over several in ascending order.
 fn reserve(shards: &mut BTreeMap<ShardId, OwnedShard>, quantity: i64) -> Option<Vec<(ShardId, u32)>> {
     let now = Instant::now();
-    let usable = |s: &OwnedShard| s.available > 0 && !s.is_lost();
+    let usable = |s: &OwnedShard| s.available > 0 && !s.retiring && !s.is_lost();
     let single = shards.iter().filter(|(_, s)| usable(s) && s.available >= quantity).min_by_key(|(_, s)| s.available).map(|(id, _)| *id);
     let plan: Vec<(ShardId, i64)> = match single {
         Some(id) => vec![(id, quantity)],

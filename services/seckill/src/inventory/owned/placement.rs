@@ -6,8 +6,10 @@
 //!   probed again for a moment, so the tail of a sale costs few Redis commands.
 //! - **Giving back.** A shard goes back when it is empty (its hint is set to 0, so nobody probes
 //!   it again), when it has been idle for `idle_release`, on shutdown, and when another instance
-//!   asks for stock while this one holds more than its fair share: the shards with stock divided
-//!   by the live instances, each of which keeps a heartbeat in Redis.
+//!   asks for stock while this one holds more than its fair share (the shards with stock divided
+//!   by the live instances, each of which keeps a heartbeat in Redis) or has held its shard for
+//!   [`HOLD_SLICE`] (turns). A shard given back while busy first *retires*: it decides no new
+//!   order and goes back once its reserved units are committed.
 //! - **Trouble.** After a database write failed, this instance takes no shard for a lease: an
 //!   owner that cannot write would only keep the stock from the others.
 
@@ -32,7 +34,10 @@ use crate::{
 };
 
 /// How long a shard found held by another instance is not probed again.
-const HELD_ELSEWHERE: Duration = Duration::from_millis(200);
+const HELD_ELSEWHERE: Duration = Duration::from_millis(100);
+/// While another instance asks for stock, an owner hands a shard over after holding it this long,
+/// even within its fair share (turns).
+const HOLD_SLICE: Duration = Duration::from_millis(300);
 /// How long an acquisition that found no free shard is not repeated.
 const NOTHING_FREE: Duration = Duration::from_millis(20);
 /// How long a request for stock stays visible to the other instances.
@@ -109,7 +114,8 @@ pub(crate) struct Placement {
     redis: ConnectionManager,
     surrenders: Surrenders,
     live_instances: AtomicUsize,
-    /// Shards recently found held by another instance.
+    /// Shards recently found held by another instance, or handed over to one: not probed until
+    /// the instant given.
     held_elsewhere: Mutex<HashMap<(Sku, ShardId), Instant>>,
     /// Sales for which an acquisition recently found nothing free.
     nothing_free: Mutex<HashMap<Sku, Instant>>,
@@ -241,16 +247,27 @@ impl Placement {
         }
         let idle_before = Instant::now() - self.settings.idle_release;
         for (owner, demand) in owning.into_iter().zip(demands) {
-            let mut surplus = 0;
+            let mut retire = 0;
             if demand.is_some_and(|who| who != self.settings.instance) {
                 let stocked = self.hints.read(&self.db, &owner.sale).await?.iter().filter(|&&h| h > 0).count();
                 let live = self.live_instances.load(Ordering::Relaxed).max(1);
                 let fair = stocked.div_ceil(live).max(1);
-                surplus = owner.stocked_shards().saturating_sub(fair);
+                retire = owner.stocked_shards().saturating_sub(fair);
+                // Within its fair share, an owner still takes turns: fewer shards with stock than
+                // instances asking for them would otherwise leave the others nothing to sell.
+                if retire == 0 && owner.longest_held().is_some_and(|held| held >= HOLD_SLICE) {
+                    retire = 1;
+                }
             }
-            let given = owner.surrender(idle_before, surplus);
-            if !given.is_empty() {
-                tracing::debug!(sku = %owner.sale.sku, shards = given.len(), surplus, "handing shards back");
+            let retired = owner.retire(retire);
+            let now = Instant::now();
+            for shard in &retired {
+                // Handed to another instance: do not take it straight back.
+                self.held_elsewhere.lock().unwrap().insert((owner.sale.sku.clone(), *shard), now + HOLD_SLICE);
+            }
+            let given = owner.surrender(idle_before);
+            if !given.is_empty() || !retired.is_empty() {
+                tracing::debug!(sku = %owner.sale.sku, released = given.len(), ?retired, "handing shards back");
             }
             self.surrenders.send(owner, given);
         }
