@@ -7,15 +7,25 @@
 
 -- Claims a shard for the owner of fence p_fence: only if every earlier claim had a smaller
 -- fence (strict: an equal fence is a repeat handed out after Redis lost its counters), and only
--- for the current generation of the sale. Returns the shard's stock, or no row when refused.
+-- for the current generation of the sale. Returns the shard's stock, or no row when refused; a
+-- claim refused by a newer fence is counted in sales.fence_rejections here, so one that arrives
+-- late, with nobody left waiting for its answer, is counted too.
 CREATE FUNCTION seckill_claim(p_sku text, p_generation bigint, p_shard integer, p_fence bigint)
 RETURNS TABLE (remaining integer)
-LANGUAGE sql AS $$
-    UPDATE shards s SET fence = p_fence
-      FROM sales sa
-     WHERE s.sku = p_sku AND s.shard = p_shard AND s.fence < p_fence
-       AND sa.sku = s.sku AND sa.generation = p_generation
-    RETURNING s.remaining;
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+        UPDATE shards s SET fence = p_fence
+          FROM sales sa
+         WHERE s.sku = p_sku AND s.shard = p_shard AND s.fence < p_fence
+           AND sa.sku = s.sku AND sa.generation = p_generation
+        RETURNING s.remaining;
+    IF NOT FOUND THEN
+        UPDATE sales sa SET fence_rejections = sa.fence_rejections + 1
+         WHERE sa.sku = p_sku AND sa.generation = p_generation
+           AND EXISTS (SELECT 1 FROM shards s WHERE s.sku = p_sku AND s.shard = p_shard AND s.fence >= p_fence);
+    END IF;
+END
 $$;
 
 -- Commits a batch of orders decided by the owner of the shards p_shards (fences p_fences).

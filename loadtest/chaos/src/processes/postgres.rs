@@ -220,6 +220,11 @@ impl PostgresServer {
             .collect()
     }
 
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The URL of database `db` as the superuser.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://{SUPERUSER}@127.0.0.1:{}/{db}", self.port)

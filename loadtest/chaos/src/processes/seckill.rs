@@ -193,6 +193,21 @@ impl Instance {
         Ok(parse_prometheus(&text))
     }
 
+    /// How many shards of `sku` it owns now (`GET /v1/sales/{sku}/owners`; owned strategies).
+    pub async fn owned_shards(&self, sku: &str) -> Result<usize> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()?;
+        let body: serde_json::Value = http
+            .get(format!("{}/v1/sales/{sku}/owners", self.base_url()))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(body["shards"].as_array().map_or(0, Vec::len))
+    }
+
     /// The last `n` lines of its log.
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

@@ -9,6 +9,7 @@ mod fuzz;
 mod lock_tokens;
 mod partition;
 mod pause;
+mod pg_link;
 mod pg_restart;
 mod redis_loss;
 mod redlock;
@@ -30,6 +31,11 @@ pub enum ScenarioId {
     Partition,
     /// `pg_ctl -m fast stop`, then start, mid-load.
     PgRestart,
+    /// Hold one instance's PostgreSQL traffic past its lease, then deliver it: the late batch is
+    /// refused by the fence.
+    PgDelay,
+    /// Blackhole one instance's PostgreSQL traffic: the other takes its shards over and sells.
+    PgBlackhole,
     /// Expire the shard lock keys from outside, repeatedly (a Redis clock jump).
     EarlyExpiry,
     /// Failover to a replica one write behind: lock keys gone, fence counters one lower.
@@ -38,6 +44,8 @@ pub enum ScenarioId {
     Redlock,
     /// `pause` against the unfenced `redis-lock` strategy: must be caught overselling.
     Control,
+    /// `pg-delay` against `owned-unfenced`: must be caught overselling.
+    PgDelayControl,
     /// Bad input at scale: schemathesis against the OpenAPI document.
     Fuzz,
     /// lockkit: a forged or stale token can neither release nor extend a lock.
@@ -46,15 +54,18 @@ pub enum ScenarioId {
 
 impl ScenarioId {
     /// Every scenario, in run order.
-    pub const ALL: [ScenarioId; 10] = [
+    pub const ALL: [ScenarioId; 13] = [
         Self::Pause,
         Self::RedisLoss,
         Self::Partition,
         Self::PgRestart,
+        Self::PgDelay,
+        Self::PgBlackhole,
         Self::EarlyExpiry,
         Self::StaleFailover,
         Self::Redlock,
         Self::Control,
+        Self::PgDelayControl,
         Self::Fuzz,
         Self::LockTokens,
     ];
@@ -66,6 +77,9 @@ impl ScenarioId {
             Self::RedisLoss => "redis-loss",
             Self::Partition => "partition",
             Self::PgRestart => "pg-restart",
+            Self::PgDelay => "pg-delay",
+            Self::PgBlackhole => "pg-blackhole",
+            Self::PgDelayControl => "pg-delay-control",
             Self::EarlyExpiry => "early-expiry",
             Self::StaleFailover => "stale-failover",
             Self::Redlock => "redlock",
@@ -88,6 +102,11 @@ impl ScenarioId {
             Self::RedisLoss => under_load::run(redis_loss::RedisLoss, env, budget).await,
             Self::Partition => under_load::run(partition::Partition::default(), env, budget).await,
             Self::PgRestart => under_load::run(pg_restart::PgRestart, env, budget).await,
+            Self::PgDelay => under_load::run(pg_link::PgLink::delay(), env, budget).await,
+            Self::PgBlackhole => under_load::run(pg_link::PgLink::blackhole(), env, budget).await,
+            Self::PgDelayControl => {
+                under_load::run(pg_link::PgLink::delay_control(), env, budget).await
+            }
             Self::EarlyExpiry => {
                 under_load::run(early_expiry::EarlyExpiry::default(), env, budget).await
             }

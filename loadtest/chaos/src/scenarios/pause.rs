@@ -1,7 +1,9 @@
 //! `pause`: `SIGSTOP` instance `b` under load for longer than the lock lease, then `SIGCONT`.
-//! While it is frozen it very likely holds shard locks in the middle of a read-modify-write; the
-//! leases run out, `a` takes the shards over, and when `b` wakes up its claims and writes carry
-//! fences older than the ones the shards have seen: PostgreSQL refuses them.
+//! While it is frozen it owns shards with orders decided in memory; the leases run out, `a`
+//! takes the shards over, and when `b` wakes up it must not act on its expired leases: its own
+//! deadline check drops the shards before its next batch (a lease reported lost), and a write it
+//! had already started carries an older fence than the shards have seen, which PostgreSQL
+//! refuses.
 //!
 //! The same plan, against the unfenced `redis-lock` strategy, is the [`control`](super::control).
 
@@ -47,7 +49,7 @@ impl Pause {
         if self.control {
             probe.violated()
         } else {
-            probe.fence_rejections > 0
+            stale_holder_stopped(probe) > 0.0
         }
     }
 }
@@ -106,14 +108,26 @@ impl FaultPlan for Pause {
         if self.control {
             return Vec::new();
         }
-        let stale = outcome.findings.stale_rejected;
+        let lost = outcome
+            .probe
+            .leases_lost
+            .get(TARGET)
+            .copied()
+            .unwrap_or(0.0);
+        let refused = outcome.probe.fence_rejections;
         vec![Check::new(
-            "fence_rejections_seen",
-            stale > 0,
+            "stale_holder_stopped",
+            stale_holder_stopped(outcome.probe) > 0.0,
             format!(
-                "{stale} claims/writes refused by fences after {} pause(s)",
+                "after {} pause(s): {refused} claims/writes refused by fences, {lost} leases reported lost by b",
                 outcome.rounds
             ),
         )]
     }
+}
+
+/// Evidence that the paused holder did not act on its expired lease: its late writes refused by
+/// fences, or its leases reported lost when it woke (the owner's deadline check, before writing).
+fn stale_holder_stopped(probe: &Probe) -> f64 {
+    probe.fence_rejections as f64 + probe.leases_lost.get(TARGET).copied().unwrap_or(0.0)
 }

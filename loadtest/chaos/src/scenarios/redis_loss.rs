@@ -3,11 +3,18 @@
 //! accepted, so the first claims after the restart are refused, and the service re-seeds the
 //! counters from the store by itself. Measured: the time from the kill to the first 201 after the
 //! restart.
+//!
+//! The sale has two shards: an owner takes a shard once and keeps it, so with the usual twenty
+//! the instances would mostly take shards never claimed before after a restart, whose stored
+//! fence is 0, and the refusal this scenario is about would rarely be exercised.
 
 use anyhow::Result;
 
 use super::under_load::{FaultPlan, FaultRun, RunOutcome};
-use crate::report::Check;
+use crate::{
+    report::Check,
+    settings::{Budget, SaleSettings},
+};
 
 /// Kills Redis and restarts it empty, in rounds.
 pub(crate) struct RedisLoss;
@@ -19,6 +26,13 @@ impl FaultPlan for RedisLoss {
 
     fn description(&self) -> &'static str {
         "kill -9 Redis mid-load and restart it empty (no persistence): locks and fence counters are gone; the service must re-seed its fences from PostgreSQL by itself and sell on, without overselling."
+    }
+
+    fn sale(&self, budget: &Budget) -> SaleSettings {
+        SaleSettings {
+            shards: 2,
+            ..budget.sale.clone()
+        }
     }
 
     async fn inject(&mut self, run: &mut FaultRun<'_>) -> Result<()> {

@@ -29,8 +29,9 @@ use crate::{
 /// Index of the instance that faults hit. Instance 0 (`a`) stays healthy and resolves.
 pub const TARGET: usize = 1;
 
-/// The fenced strategy, the service's default.
-pub const FENCED: &str = "sharded-fenced";
+/// The strategy every fault scenario runs against: shards owned through their locks, sold from
+/// memory, committed in batches guarded by the owner's fence.
+pub const FENCED: &str = "owned-shards";
 
 /// A fault scenario run by [`run`].
 #[allow(async_fn_in_trait)]
@@ -693,7 +694,7 @@ fn shared_checks(
 }
 
 /// A new order placed.
-fn placed(outcome: &Outcome) -> bool {
+pub(crate) fn placed(outcome: &Outcome) -> bool {
     matches!(outcome, Outcome::Ok { status: 201, .. })
 }
 

@@ -197,8 +197,8 @@ impl Placement {
                 Ok(None) => {
                     // A claim with this fence or a newer one came first: Redis lost its counters
                     // (or the sale was reset). Raise the counter above the store's and move on.
+                    // (The claim itself counted the rejection in the sale's row.)
                     metrics::counter!("seckill_fence_rejections_total").increment(1);
-                    self.db.record_fence_rejection(&sale.sku).await?;
                     self.locks.reseed_from_store(&self.db, &sale.sku, shard.get()).await?;
                     self.surrenders.send(owner, vec![Surrendered { shard, guard, empty: false }]);
                 }
