@@ -53,6 +53,10 @@ pub struct Settings {
     /// [`owner_write_bound`](Self::owner_write_bound).
     #[serde(with = "millis")]
     pub owner_write_timeout: Duration,
+    /// How long an owner's batch waits for more orders before committing, unless it is already
+    /// large (`SECKILL_BATCH_LINGER_MS`; 0 commits at once).
+    #[serde(with = "millis")]
+    pub batch_linger: Duration,
     /// An owned shard unused this long is handed back (`SECKILL_IDLE_RELEASE_MS`).
     #[serde(with = "millis")]
     pub idle_release: Duration,
@@ -79,6 +83,7 @@ impl Default for Settings {
             lock_lease: Duration::from_secs(2),
             owner_write_timeout: Duration::ZERO,
             idle_release: Duration::from_millis(500),
+            batch_linger: Duration::from_millis(5),
             db_pool_size: 16,
             db_critical_pool_size: 32,
             workers: 0,
@@ -138,6 +143,9 @@ impl Settings {
         }
         if let Some(v) = var("SECKILL_OWNER_WRITE_TIMEOUT_MS") {
             self.owner_write_timeout = Duration::from_millis(parse("SECKILL_OWNER_WRITE_TIMEOUT_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_BATCH_LINGER_MS") {
+            self.batch_linger = Duration::from_millis(parse("SECKILL_BATCH_LINGER_MS", &v)?);
         }
         if let Some(v) = var("SECKILL_IDLE_RELEASE_MS") {
             self.idle_release = Duration::from_millis(parse("SECKILL_IDLE_RELEASE_MS", &v)?);

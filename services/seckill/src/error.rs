@@ -107,10 +107,15 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
-        // No SQLSTATE: the connection broke. Classes 08 (connection exception), 53 (insufficient
-        // resources) and 57 (operator intervention: shutdown, restart, cannot connect now) are
-        // the database being away, not a bug: retry later.
-        let away = e.is_closed() || e.code().is_none_or(|code| matches!(&code.code()[..2], "08" | "53" | "57"));
+        // The database being away, not a bug: retry later. That is a closed connection, an I/O
+        // error on it, or SQLSTATE classes 08 (connection exception), 53 (insufficient
+        // resources) and 57 (operator intervention: shutdown, restart, cannot connect now, and
+        // the statement_timeout of lock holders), and 55P03 (the lock_timeout of lock holders).
+        // Anything else without an SQLSTATE (a value that does not convert, a protocol surprise)
+        // is a bug: a 500 with its cause logged.
+        let io = std::error::Error::source(&e).is_some_and(|cause| cause.is::<std::io::Error>());
+        let away =
+            e.is_closed() || io || e.code().is_some_and(|code| matches!(&code.code()[..2], "08" | "53" | "57") || code.code() == "55P03");
         if away {
             tracing::warn!(error = %e, "database unavailable");
             Self::Unavailable("database")

@@ -56,7 +56,7 @@ impl Application {
             interval: PLACEMENT_INTERVAL,
             lease: settings.lock_lease,
         };
-        let owned = OwnedShards::start(placement, db.clone(), shard_locks.clone(), hints.clone(), redis);
+        let owned = OwnedShards::start(placement, settings.batch_linger, db.clone(), shard_locks.clone(), hints.clone(), redis);
         let inventory =
             web::Data::new(Inventory::new(db, hints, shard_locks, owned.clone(), settings.request_deadline, settings.max_in_flight));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));

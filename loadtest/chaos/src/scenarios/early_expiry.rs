@@ -1,13 +1,20 @@
 //! `early-expiry`: from outside, `PEXPIRE` every shard lock key (`{lockkit:seckill:SKU:N}`) to
 //! 1 ms, again and again under load: a stand-in for a Redis clock jump that ends leases early.
 //! Two holders then work on a shard at once; the fences must refuse the older one.
+//!
+//! The sale has one shard, which both instances want and sell in turns: when its key vanishes,
+//! the other instance is there to take it while the owner still sells from memory. With twenty
+//! shards each owner would keep selling its own and nobody would step in.
 
 use std::time::Duration;
 
 use anyhow::Result;
 
 use super::under_load::{FaultPlan, FaultRun, RunOutcome};
-use crate::report::Check;
+use crate::{
+    report::Check,
+    settings::{Budget, SaleSettings},
+};
 
 /// Pause between two volleys of `PEXPIRE`s.
 const EVERY: Duration = Duration::from_millis(20);
@@ -28,8 +35,15 @@ impl FaultPlan for EarlyExpiry {
         "PEXPIRE every shard lock key to 1 ms from outside, every 20 ms for a while, under load (a stand-in for a Redis clock jump): two holders overlap and the fences refuse the older one; nothing oversold."
     }
 
+    fn sale(&self, budget: &Budget) -> SaleSettings {
+        SaleSettings {
+            shards: 1,
+            ..budget.sale.clone()
+        }
+    }
+
     async fn inject(&mut self, run: &mut FaultRun<'_>) -> Result<()> {
-        let shards = run.budget.sale.shards;
+        let shards = self.sale(run.budget).shards;
         let keys = run.shard_lock_keys(shards);
         let mut redis = run.raw_redis().await?;
         let expired = &mut self.expired;

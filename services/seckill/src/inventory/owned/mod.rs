@@ -67,12 +67,20 @@ pub struct OwnedShards {
 }
 
 impl OwnedShards {
-    /// Starts ownership for this instance, with its background rebalancing and heartbeat.
-    pub(crate) fn start(settings: PlacementSettings, db: Db, locks: ShardLocks, hints: Hints, redis: ConnectionManager) -> Arc<Self> {
+    /// Starts ownership for this instance, with its background rebalancing and heartbeat;
+    /// batches wait up to `batch_linger` for more orders.
+    pub(crate) fn start(
+        settings: PlacementSettings,
+        batch_linger: Duration,
+        db: Db,
+        locks: ShardLocks,
+        hints: Hints,
+        redis: ConnectionManager,
+    ) -> Arc<Self> {
         let write_bound = settings.write_bound;
         let interval = settings.interval;
         let placement = Placement::new(settings, db.clone(), locks, hints, redis);
-        let batch = BatchContext { db, bound: write_bound, surrenders: placement.surrenders().clone() };
+        let batch = BatchContext { db, bound: write_bound, surrenders: placement.surrenders().clone(), linger: batch_linger };
         let owned = Arc::new(Self { placement, batch, owners: Mutex::default(), stop: CancellationToken::new() });
         tokio::spawn(rebalance_loop(Arc::downgrade(&owned), owned.stop.clone(), interval));
         owned

@@ -184,6 +184,11 @@ impl SaleOwner {
         tracing::debug!(sku = %self.sale.sku, %shard, %fence, remaining, "shard owned");
     }
 
+    /// Orders decided and waiting for the next batch.
+    pub(crate) fn pending_orders(&self) -> usize {
+        self.state.lock().unwrap().pending.len()
+    }
+
     /// How many shards were adopted so far (to tell whether one was while waiting).
     pub(crate) fn adoptions(&self) -> u64 {
         self.adopted.load(Ordering::Acquire)
