@@ -38,11 +38,11 @@ mkdir -p .run/demo
 results=()
 for shards in ${DEMO_SHARDS:-20 1}; do
     sku="demo-$RUN_ID-$shards"
-    echo "== sale $sku: ${DEMO_TOTAL:-10000} units over $shards shard(s), sharded-fenced, k6 at ${DEMO_RATE:-3000} req/s"
+    echo "== sale $sku: ${DEMO_TOTAL:-10000} units over $shards shard(s), owned-shards, k6 at ${DEMO_RATE:-3000} req/s"
     # k6 creates the sale in its setup() and checks the audit in its teardown().
     bash scripts/k6.sh --quiet loadtest/k6/seckill.js \
         -e TARGETS="$TARGETS" -e SKU="$sku" -e ADMIN_TOKEN="$ADMIN_TOKEN" -e SETUP_SALE=1 \
-        -e TOTAL="${DEMO_TOTAL:-10000}" -e SHARDS="$shards" -e STRATEGY=sharded-fenced \
+        -e TOTAL="${DEMO_TOTAL:-10000}" -e SHARDS="$shards" -e STRATEGY=owned-shards \
         -e RATE="${DEMO_RATE:-3000}" -e DURATION="${DEMO_DURATION:-20s}" -e USERS=50000 \
         -e SUMMARY_PATH=".run/demo/$sku.json" >".run/demo/$sku.k6.log" 2>&1 \
         || { tail -30 ".run/demo/$sku.k6.log"; echo "k6 thresholds failed for $sku" >&2; exit 1; }

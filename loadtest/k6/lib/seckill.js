@@ -122,7 +122,7 @@ function loadConfig() {
     shards: envNum('SHARDS', 20, { min: 1, integer: true }),
     perUserLimit: envNum('PER_USER_LIMIT', 2, { min: 1, integer: true }),
     maxPerOrder: envNum('MAX_PER_ORDER', 2, { min: 1, integer: true }),
-    strategy: envStr('STRATEGY', 'sharded-fenced'),
+    strategy: envStr('STRATEGY', 'owned-shards'),
     requestTimeout: envStr('REQUEST_TIMEOUT', '10s'),
     readyTimeoutSec: envNum('READY_TIMEOUT', 30, { min: 0 }),
     preVUs: envNum('PRE_VUS', 0, { min: 0, integer: true }),

@@ -44,7 +44,7 @@ impl SaleSpec {
             shards: within("shards", body.shards, 1, MAX_SHARDS)?,
             per_user_limit: within("per_user_limit", body.per_user_limit, 1, MAX_TOTAL)?,
             max_per_order: within("max_per_order", body.max_per_order, 1, 1000)?,
-            strategy: body.strategy.as_deref().unwrap_or("sharded-fenced").parse()?,
+            strategy: body.strategy.as_deref().unwrap_or("owned-shards").parse()?,
         };
         Ok(spec)
     }
@@ -70,7 +70,7 @@ mod tests {
         let stock = spec.shard_stock();
         assert_eq!(stock.iter().sum::<u32>(), 10_003);
         assert_eq!(&stock[..4], &[501, 501, 501, 500]);
-        assert_eq!(spec.strategy, StrategyKind::ShardedFenced);
+        assert_eq!(spec.strategy, StrategyKind::OwnedShards);
     }
 
     #[test]

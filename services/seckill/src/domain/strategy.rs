@@ -7,7 +7,7 @@ pub enum StrategyKind {
     None,
     /// Redis shard locks around read-then-write, no fencing: safe until a holder outlives its lease.
     RedisLock,
-    /// Redis shard locks plus fenced writes: safe also when a lease is lost. The default.
+    /// Redis shard locks plus fenced writes: safe also when a lease is lost.
     ShardedFenced,
     /// One conditional `UPDATE ... WHERE remaining >= q`; no lock at all.
     DbAtomic,
@@ -16,7 +16,7 @@ pub enum StrategyKind {
     /// Version compare-and-set with bounded retries.
     DbOptimistic,
     /// Each shard owned by one instance through its lock, sold from memory, committed in batches
-    /// whose stock write is guarded by the owner's fence.
+    /// whose stock write is guarded by the owner's fence. The default.
     OwnedShards,
     /// `owned-shards` without the `fence = t` predicate on the batch's stock write: the control
     /// that shows the fence carries the safety. For tests and chaos only; it oversells.

@@ -1,4 +1,4 @@
-//! `sharded-fenced` (the default): shard locks for contention, fences for correctness.
+//! `sharded-fenced`: shard locks for contention, fences for correctness.
 //!
 //! Under the lock, with its fence `t`, in one transaction (one round trip, one WAL flush): **claim**
 //! each shard (`fence < t`, setting `fence = t`), read it, check it has enough, then write only
