@@ -108,6 +108,54 @@ async fn one_shard_is_sold_in_turns_by_two_busy_instances() {
     assert_exact(&apps[0].audit(&sku).await, 400);
 }
 
+/// A sale reset while an instance owns its shard with stock in memory: that memory belongs to
+/// the old generation. The owner's next batch is refused (it checks the generation), its order is
+/// decided again against the new sale, and the new sale's books balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_decided_before_a_reset_never_lands_in_the_new_sale() {
+    let owner = spawn_app_with(owner_settings()).await;
+    let admin = spawn_app_with(owner_settings()).await;
+    let sku = owner.create_sale(sale(20, 1, "owned-shards")).await;
+    for i in 0..5 {
+        assert_eq!(buy(&owner, &sku, &format!("old-{i}")).await.0, StatusCode::CREATED);
+    }
+
+    assert_eq!(admin.put_sale(&sku, &sale(20, 1, "owned-shards")).await.status(), StatusCode::OK);
+    let (status, _) = buy(&owner, &sku, "new-0").await;
+
+    assert_eq!(status, StatusCode::CREATED);
+    let audit = admin.audit(&sku).await;
+    assert_eq!(audit["sold"], 1, "only the order placed after the reset: {audit}");
+    assert_eq!(audit["remaining"], 19, "{audit}");
+    assert_eq!(audit["consistent"], true, "{audit}");
+}
+
+/// The generation check itself, at the store: a batch carrying the previous generation changes
+/// nothing; the same batch with the current generation commits (the control).
+#[tokio::test]
+async fn the_batch_function_refuses_a_previous_generation() {
+    let app = spawn_app_with(owner_settings()).await;
+    let sku = app.create_sale(sale(20, 1, "owned-shards")).await;
+    let db = db().await;
+    db.execute("UPDATE shards SET fence = 7 WHERE sku = $1", &[&sku]).await.unwrap();
+    let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let batch = |generation: i64| {
+        format!(
+            "SELECT outcome FROM seckill_commit_batch('{sku}', {generation}, 10, true, '{{0}}', '{{7}}', '{{20}}', \
+             '{{u}}', '{{1}}', '{{NULL}}', '{{1}}', '{{0}}', '{{1}}')"
+        )
+    };
+
+    let stale: String = db.query_one(&batch(generation.wrapping_add(1)), &[]).await.unwrap().get(0);
+    let current: String = db.query_one(&batch(generation), &[]).await.unwrap().get(0);
+
+    assert_eq!(stale, "stale_sale");
+    assert_eq!(current, "ok");
+    let audit = app.audit(&sku).await;
+    assert_eq!(audit["sold"], 1, "{audit}");
+    assert_eq!(audit["remaining"], 19, "{audit}");
+}
+
 /// An owner stopped gracefully mid-sale hands its shards back on the way out; another instance
 /// takes them over and sells the rest. Nothing acknowledged is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
