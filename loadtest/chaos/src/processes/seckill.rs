@@ -180,32 +180,30 @@ impl Instance {
     /// Counters scraped from `/metrics`: the sum over all label sets of each metric name
     /// (`lockkit_leases_lost_total`, ...).
     pub async fn metrics(&self) -> Result<BTreeMap<String, f64>> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(3))
-            .build()?;
-        let text = http
-            .get(format!("{}/metrics", self.base_url()))
-            .send()
-            .await?
-            .error_for_status()?
-            .text()
-            .await?;
+        let text = self.get("/metrics").await?.text().await?;
         Ok(parse_prometheus(&text))
     }
 
     /// How many shards of `sku` it owns now (`GET /v1/sales/{sku}/owners`; owned strategies).
     pub async fn owned_shards(&self, sku: &str) -> Result<usize> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(3))
-            .build()?;
-        let body: serde_json::Value = http
-            .get(format!("{}/v1/sales/{sku}/owners", self.base_url()))
-            .send()
+        let body: serde_json::Value = self
+            .get(&format!("/v1/sales/{sku}/owners"))
             .await?
-            .error_for_status()?
             .json()
             .await?;
         Ok(body["shards"].as_array().map_or(0, Vec::len))
+    }
+
+    /// `GET path` on the instance, within 3 s; an error status is an error.
+    async fn get(&self, path: &str) -> Result<reqwest::Response> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()?;
+        Ok(http
+            .get(format!("{}{path}", self.base_url()))
+            .send()
+            .await?
+            .error_for_status()?)
     }
 
     /// The last `n` lines of its log.

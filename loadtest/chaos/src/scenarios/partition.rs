@@ -67,14 +67,8 @@ impl FaultPlan for Partition {
         run.rounds(
             |_| true,
             async |run: &mut FaultRun<'_>, _| {
-                let fault = run.begin(
-                    format!("blackhole {name} <-> redis for {} ms", length.as_millis()),
-                    Some(TARGET),
-                );
-                proxy.set_mode(Mode::Blackhole);
-                run.hold(length).await;
-                proxy.set_mode(Mode::Pass);
-                run.healed(fault);
+                let action = format!("blackhole {name} <-> redis for {} ms", length.as_millis());
+                run.blackhole(proxy, action, TARGET, length).await;
                 Ok(())
             },
         )

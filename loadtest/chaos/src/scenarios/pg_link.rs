@@ -160,17 +160,11 @@ impl FaultPlan for PgLink {
             {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            let fault = run.begin(
-                format!(
-                    "blackhole {name} <-> postgres for {} ms, then deliver",
-                    length.as_millis()
-                ),
-                Some(TARGET),
+            let action = format!(
+                "blackhole {name} <-> postgres for {} ms, then deliver",
+                length.as_millis()
             );
-            proxy.set_mode(Mode::Blackhole);
-            run.hold(length).await;
-            proxy.set_mode(Mode::Pass);
-            run.healed(fault);
+            run.blackhole(proxy, action, TARGET, length).await;
             Ok(())
         };
         // The control stops at the first detection: its sale is small and soon sold out.

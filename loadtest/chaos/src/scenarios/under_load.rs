@@ -18,6 +18,7 @@ use crate::{
     api::Api,
     checker::{self, Findings, Snapshot},
     environment::Environment,
+    faultproxy::{FaultProxy, Mode},
     history::{Clock, History, Op, Outcome},
     load::{Load, LoadSpec},
     processes::seckill::{Instance, InstanceSpec},
@@ -256,6 +257,22 @@ impl FaultRun<'_> {
             leases_lost,
             late_grants,
         })
+    }
+
+    /// Blackholes `proxy` for `length`, then lets the held bytes through, recorded as a fault
+    /// `action` on `instance`.
+    pub async fn blackhole(
+        &mut self,
+        proxy: &FaultProxy,
+        action: String,
+        instance: usize,
+        length: Duration,
+    ) {
+        let fault = self.begin(action, Some(instance));
+        proxy.set_mode(Mode::Blackhole);
+        self.hold(length).await;
+        proxy.set_mode(Mode::Pass);
+        self.healed(fault);
     }
 
     /// Runs `fault` in rounds: at least `fault_rounds`, then more (up to `max_fault_rounds`)
