@@ -4,6 +4,8 @@
 use actix_web::{HttpResponse, ResponseError, http::StatusCode};
 use serde_json::json;
 
+use crate::store::StoreError;
+
 /// An error answered to a client as `{"error": CODE, "message": ...}`.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
@@ -98,30 +100,13 @@ impl ResponseError for ApiError {
     }
 }
 
-impl From<deadpool_postgres::PoolError> for ApiError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
-        tracing::warn!(error = %e, "no database connection");
-        Self::Unavailable("database")
-    }
-}
-
-impl From<tokio_postgres::Error> for ApiError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        // The database being away, not a bug: retry later. That is a closed connection, an I/O
-        // error on it, or SQLSTATE classes 08 (connection exception), 53 (insufficient
-        // resources) and 57 (operator intervention: shutdown, restart, cannot connect now, and
-        // the statement_timeout of lock holders), and 55P03 (the lock_timeout of lock holders).
-        // Anything else without an SQLSTATE (a value that does not convert, a protocol surprise)
-        // is a bug: a 500 with its cause logged.
-        let io = std::error::Error::source(&e).is_some_and(|cause| cause.is::<std::io::Error>());
-        let away =
-            e.is_closed() || io || e.code().is_some_and(|code| matches!(&code.code()[..2], "08" | "53" | "57") || code.code() == "55P03");
-        if away {
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        if e.is_unavailable() {
             tracing::warn!(error = %e, "database unavailable");
             Self::Unavailable("database")
         } else {
-            let detail = e.as_db_error().map_or_else(|| e.to_string(), ToString::to_string);
-            Self::Internal(format!("database: {detail}"))
+            Self::Internal(e.to_string())
         }
     }
 }

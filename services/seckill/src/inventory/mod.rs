@@ -194,7 +194,7 @@ impl Inventory {
                 Ok(()) => {
                     self.remember(sale, |c| c.refused_min = Some(c.refused_min.map_or(quantity, |m| m.min(quantity))));
                 }
-                Err(e) => return e,
+                Err(e) => return e.into(),
             }
         }
         ApiError::SoldOut

@@ -3,7 +3,8 @@
 use serde::Serialize;
 
 use super::Db;
-use crate::{domain::Sku, error::ApiError};
+use super::StoreError;
+use crate::domain::Sku;
 
 /// What an auditor checks after a sale.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,7 +31,7 @@ pub struct Audit {
 
 impl Db {
     /// Audits the sale; `None` if it does not exist.
-    pub async fn audit(&self, sku: &Sku) -> Result<Option<Audit>, ApiError> {
+    pub async fn audit(&self, sku: &Sku) -> Result<Option<Audit>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(

@@ -3,7 +3,7 @@
 
 use tokio_postgres::Client;
 
-use crate::error::ApiError;
+use super::StoreError;
 
 /// `(version, sql)` in order; append only.
 const MIGRATIONS: &[(i32, &str)] =
@@ -12,7 +12,7 @@ const MIGRATIONS: &[(i32, &str)] =
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6563_6b69_6c6c;
 
-pub(super) async fn apply(client: &mut Client) -> Result<(), ApiError> {
+pub(super) async fn apply(client: &mut Client) -> Result<(), StoreError> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
     tx.batch_execute(

@@ -3,6 +3,7 @@
 //! migration), so an order is all-or-nothing in one round trip.
 
 mod audit;
+mod error;
 mod migrate;
 mod orders;
 mod owners;
@@ -15,14 +16,13 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 pub use audit::Audit;
+pub use error::StoreError;
 pub(crate) use orders::commit_order_on;
 pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord};
 pub use owners::{BatchOrder, BatchOutcome, BatchShard, OrderOutcome, OwnerWriteError};
 pub use sales::{Sale, ShardRow};
 pub use shards::ShardRead;
 pub(crate) use shards::lock_shards_for_update;
-
-use crate::error::ApiError;
 
 /// PostgreSQL connections with the seckill queries on them.
 #[derive(Clone)]
@@ -39,9 +39,9 @@ impl Db {
     /// critical sections (`critical_size`), and applies pending migrations. Statements on the
     /// critical pool are bounded by `critical_bound` on the server (`statement_timeout`) and on
     /// the wire (TCP user timeout, keepalives), so a lock holder never waits past its lease.
-    pub async fn connect(url: &str, size: usize, critical_size: usize, critical_bound: Duration) -> Result<Self, ApiError> {
+    pub async fn connect(url: &str, size: usize, critical_size: usize, critical_bound: Duration) -> Result<Self, StoreError> {
         let general: tokio_postgres::Config =
-            url.parse().map_err(|_| ApiError::Internal("DATABASE_URL is not a valid postgres URL".into()))?;
+            url.parse().map_err(|_| StoreError::Config("DATABASE_URL is not a valid postgres URL".into()))?;
         let mut critical = general.clone();
         let bound_ms = critical_bound.as_millis().max(1);
         let options = format!("{} -c statement_timeout={bound_ms} -c lock_timeout={bound_ms}", general.get_options().unwrap_or_default());
@@ -58,7 +58,7 @@ impl Db {
                 .wait_timeout(Some(Duration::from_secs(2)))
                 .create_timeout(Some(Duration::from_secs(2)))
                 .build()
-                .map_err(|e| ApiError::Internal(format!("database pool: {e}")))
+                .map_err(|e| StoreError::Config(format!("database pool: {e}")))
         };
         let db = Self { pool: pool(&general, size)?, critical: pool(&critical, critical_size)? };
         migrate::apply(&mut *db.client().await?).await?;
@@ -70,7 +70,7 @@ impl Db {
         Self { pool: self.critical.clone(), critical: self.critical.clone() }
     }
 
-    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, ApiError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         Ok(self.pool.get().await?)
     }
 

@@ -5,11 +5,8 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use tokio_postgres::error::SqlState;
 
-use super::Db;
-use crate::{
-    domain::{OrderRequest, Sku},
-    error::ApiError,
-};
+use super::{Db, StoreError};
+use crate::domain::{OrderRequest, Sku};
 
 /// An accepted order, as answered to the client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -86,9 +83,9 @@ pub enum CommitError {
     /// The idempotency key is already taken (by a concurrent request with the same key).
     #[error("idempotency key already used")]
     DuplicateKey,
-    /// Anything else.
+    /// The database failed.
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Store(#[from] StoreError),
 }
 
 impl From<tokio_postgres::Error> for CommitError {
@@ -96,11 +93,11 @@ impl From<tokio_postgres::Error> for CommitError {
         match e.code().map(SqlState::code) {
             Some("SK001") => Self::Refused,
             Some("SK003") => {
-                short_from_detail(&e).map_or_else(|| Self::Api(e.into()), |(shard, remaining)| Self::Short { shard, remaining })
+                short_from_detail(&e).map_or_else(|| Self::Store(e.into()), |(shard, remaining)| Self::Short { shard, remaining })
             }
             Some("SK002") => Self::UserLimit,
             Some("23505") => Self::DuplicateKey,
-            _ => Self::Api(e.into()),
+            _ => Self::Store(e.into()),
         }
     }
 }
@@ -113,7 +110,7 @@ fn short_from_detail(e: &tokio_postgres::Error) -> Option<(u32, i64)> {
 
 impl From<deadpool_postgres::PoolError> for CommitError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        Self::Api(e.into())
+        Self::Store(e.into())
     }
 }
 
@@ -132,7 +129,7 @@ impl Db {
     }
 
     /// The order stored under `key` for this sale, with its user and quantity.
-    pub async fn order_by_key(&self, sku: &Sku, key: &str) -> Result<Option<OrderRecord>, ApiError> {
+    pub async fn order_by_key(&self, sku: &Sku, key: &str) -> Result<Option<OrderRecord>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(

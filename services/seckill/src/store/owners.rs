@@ -11,10 +11,9 @@ use deadpool_postgres::Object;
 use lockkit::Fence;
 use tokio_postgres::types::Type;
 
-use super::Db;
+use super::{Db, StoreError};
 use crate::{
     domain::{Fencing, OrderRequest, ShardId},
-    error::ApiError,
     store::Sale,
 };
 
@@ -68,7 +67,7 @@ pub enum OwnerWriteError {
     Unanswered(Duration),
     /// The database refused or failed.
     #[error(transparent)]
-    Db(#[from] ApiError),
+    Store(#[from] StoreError),
 }
 
 impl OwnerWriteError {
@@ -78,11 +77,11 @@ impl OwnerWriteError {
     }
 }
 
-impl From<OwnerWriteError> for ApiError {
+impl From<OwnerWriteError> for StoreError {
     fn from(e: OwnerWriteError) -> Self {
         match e {
-            OwnerWriteError::Unanswered(_) => ApiError::Unavailable("database"),
-            OwnerWriteError::Db(e) => e,
+            OwnerWriteError::Unanswered(bound) => StoreError::Unavailable(format!("no answer within {bound:?}")),
+            OwnerWriteError::Store(e) => e,
         }
     }
 }
@@ -91,7 +90,7 @@ impl Db {
     /// Takes `shard` over with `fence` for this generation of `sale`; its stock, or `None` if a
     /// claim with this or a newer fence came first (or the sale was reset).
     pub async fn claim_shard(&self, sale: &Sale, shard: ShardId, fence: Fence, bound: Duration) -> Result<Option<i64>, OwnerWriteError> {
-        let client = self.critical.get().await.map_err(ApiError::from)?;
+        let client = self.critical.get().await.map_err(StoreError::from)?;
         bounded(client, bound, async |client| {
             let row = client
                 .query_opt(
@@ -127,7 +126,7 @@ impl Db {
                 part_take.push(take as i32);
             }
         }
-        let client = self.critical.get().await.map_err(ApiError::from)?;
+        let client = self.critical.get().await.map_err(StoreError::from)?;
         let rows = bounded(client, bound, async |client| {
             // Typed and unprepared: the whole batch leaves in one flight of messages, with no
             // prepare round trip before it.
@@ -153,7 +152,7 @@ impl Db {
                 .await
         })
         .await?;
-        batch_outcome(&rows, orders.len()).map_err(|e| OwnerWriteError::Db(ApiError::Internal(e)))
+        batch_outcome(&rows, orders.len()).map_err(|e| OwnerWriteError::Store(StoreError::Unexpected(e)))
     }
 }
 
@@ -202,7 +201,7 @@ async fn bounded<T>(
                 // A failed statement may leave the connection in any state: do not reuse it.
                 drop(Object::take(client));
             }
-            result.map_err(|e| OwnerWriteError::Db(e.into()))
+            result.map_err(|e| OwnerWriteError::Store(e.into()))
         }
         Err(_) => {
             drop(Object::take(client));

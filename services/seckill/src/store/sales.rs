@@ -2,11 +2,8 @@
 
 use tokio_postgres::Row;
 
-use super::Db;
-use crate::{
-    domain::{SaleSpec, Sku},
-    error::ApiError,
-};
+use super::{Db, StoreError};
+use crate::domain::{SaleSpec, Sku};
 
 /// A sale as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +30,7 @@ pub struct ShardRow {
 impl Db {
     /// Creates the sale, or resets it: its orders and per-user counts are wiped and the stock
     /// restored. Shard fences are kept, so tokens granted before the reset stay refused.
-    pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, ApiError> {
+    pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let generation: i64 = rand::random::<i64>().abs();
@@ -71,7 +68,7 @@ impl Db {
     }
 
     /// The sale, if it exists.
-    pub async fn sale(&self, sku: &Sku) -> Result<Option<Sale>, ApiError> {
+    pub async fn sale(&self, sku: &Sku) -> Result<Option<Sale>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -83,7 +80,7 @@ impl Db {
     }
 
     /// Every shard of the sale, in shard order.
-    pub async fn shard_rows(&self, sku: &Sku) -> Result<Vec<ShardRow>, ApiError> {
+    pub async fn shard_rows(&self, sku: &Sku) -> Result<Vec<ShardRow>, StoreError> {
         let client = self.client().await?;
         let rows = client.query("SELECT shard, remaining, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()]).await?;
         Ok(rows
@@ -93,14 +90,14 @@ impl Db {
     }
 
     /// Counts a claim or write refused by a fence (a stale lock holder).
-    pub async fn record_fence_rejection(&self, sku: &Sku) -> Result<(), ApiError> {
+    pub async fn record_fence_rejection(&self, sku: &Sku) -> Result<(), StoreError> {
         let client = self.client().await?;
         client.execute("UPDATE sales SET fence_rejections = fence_rejections + 1 WHERE sku = $1", &[&sku.as_str()]).await?;
         Ok(())
     }
 
     /// Remembers that an order of `quantity` was refused as sold out (for the `stranded` audit).
-    pub async fn record_sold_out(&self, sku: &Sku, quantity: u32) -> Result<(), ApiError> {
+    pub async fn record_sold_out(&self, sku: &Sku, quantity: u32) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .execute(
@@ -112,7 +109,7 @@ impl Db {
     }
 }
 
-fn sale_from_row(sku: &Sku, row: &Row) -> Result<Sale, ApiError> {
+fn sale_from_row(sku: &Sku, row: &Row) -> Result<Sale, StoreError> {
     let strategy: String = row.get(4);
     let count = |i: usize| row.get::<_, i32>(i) as u32;
     Ok(Sale {
@@ -122,7 +119,7 @@ fn sale_from_row(sku: &Sku, row: &Row) -> Result<Sale, ApiError> {
             shards: count(1),
             per_user_limit: count(2),
             max_per_order: count(3),
-            strategy: strategy.parse().map_err(ApiError::Internal)?,
+            strategy: strategy.parse().map_err(|e| StoreError::Unexpected(format!("stored strategy: {e}")))?,
         },
         generation: row.get(5),
     })

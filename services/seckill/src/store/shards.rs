@@ -4,7 +4,8 @@
 use deadpool_postgres::GenericClient;
 
 use super::Db;
-use crate::{domain::Sku, error::ApiError};
+use super::StoreError;
+use crate::domain::Sku;
 
 /// What a read of a shard returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,21 +18,21 @@ pub struct ShardRead {
 
 impl Db {
     /// The shard's stock, unprotected.
-    pub async fn read_shard(&self, sku: &Sku, shard: u32) -> Result<ShardRead, ApiError> {
+    pub async fn read_shard(&self, sku: &Sku, shard: u32) -> Result<ShardRead, StoreError> {
         let client = self.client().await?;
         let row = client.query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
         Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: 0 })
     }
 
     /// The highest fence the shard has accepted.
-    pub async fn shard_fence(&self, sku: &Sku, shard: u32) -> Result<i64, ApiError> {
+    pub async fn shard_fence(&self, sku: &Sku, shard: u32) -> Result<i64, StoreError> {
         let client = self.client().await?;
         let row = client.query_one("SELECT fence FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
         Ok(row.get(0))
     }
 
     /// The shard's stock and version, for a compare-and-set.
-    pub async fn read_shard_versioned(&self, sku: &Sku, shard: u32) -> Result<ShardRead, ApiError> {
+    pub async fn read_shard_versioned(&self, sku: &Sku, shard: u32) -> Result<ShardRead, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_one("SELECT remaining, version FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)])
@@ -40,7 +41,7 @@ impl Db {
     }
 
     /// Total units left over all shards of the sale: the authority for `sold_out`.
-    pub async fn total_remaining(&self, sku: &Sku) -> Result<i64, ApiError> {
+    pub async fn total_remaining(&self, sku: &Sku) -> Result<i64, StoreError> {
         let client = self.client().await?;
         let row = client.query_one("SELECT COALESCE(SUM(remaining), 0)::bigint FROM shards WHERE sku = $1", &[&sku.as_str()]).await?;
         Ok(row.get(0))
@@ -49,7 +50,7 @@ impl Db {
 
 /// Locks the shards `FOR UPDATE` (in ascending order, so concurrent transactions cannot deadlock)
 /// within the caller's transaction and reads them.
-pub(crate) async fn lock_shards_for_update(tx: &impl GenericClient, sku: &Sku, shards: &[i32]) -> Result<Vec<ShardRead>, ApiError> {
+pub(crate) async fn lock_shards_for_update(tx: &impl GenericClient, sku: &Sku, shards: &[i32]) -> Result<Vec<ShardRead>, StoreError> {
     let rows = tx
         .query(
             "SELECT shard, remaining FROM shards WHERE sku = $1 AND shard = ANY($2) ORDER BY shard FOR UPDATE",

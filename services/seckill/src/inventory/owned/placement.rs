@@ -30,7 +30,7 @@ use crate::{
     domain::{ShardId, Sku},
     error::ApiError,
     inventory::{hints::Hints, shard_locks::ShardLocks},
-    store::Db,
+    store::{Db, StoreError},
 };
 
 /// How long a shard found held by another instance is not probed again.
@@ -205,7 +205,7 @@ impl Placement {
                 Err(e) => {
                     self.surrenders.send(owner, vec![Surrendered { shard, guard, empty: false }]);
                     self.surrenders.database_trouble();
-                    return Err(e.into());
+                    return Err(StoreError::from(e).into());
                 }
             }
         }

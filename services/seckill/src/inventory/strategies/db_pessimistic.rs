@@ -3,11 +3,11 @@
 
 use std::time::Instant;
 
-use super::{Attempt, AttemptFuture, BuyError, Ctx, Strategy, committed, parts_after_reads};
+use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, parts_after_reads};
 use crate::{
     domain::OrderRequest,
     inventory::planner::Plan,
-    store::{CommitGuard, Sale, commit_order_on, lock_shards_for_update},
+    store::{CommitGuard, Sale, StoreError, commit_order_on, lock_shards_for_update},
 };
 
 pub(super) struct DbPessimistic;
@@ -16,7 +16,7 @@ impl Strategy for DbPessimistic {
     fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, _: Instant) -> AttemptFuture<'a> {
         Box::pin(async move {
             let mut client = ctx.db.client().await?;
-            let tx = client.transaction().await.map_err(|e| BuyError::Api(e.into()))?;
+            let tx = client.transaction().await.map_err(StoreError::from)?;
             let shards: Vec<i32> = plan.parts.iter().map(|p| p.shard as i32).collect();
             let reads = lock_shards_for_update(&tx, &sale.sku, &shards).await?;
             let parts = match parts_after_reads(plan, &reads) {
@@ -25,7 +25,7 @@ impl Strategy for DbPessimistic {
             };
             let attempt = committed(commit_order_on(&tx, &sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::None).await)?;
             if matches!(attempt, Attempt::Bought(_)) {
-                tx.commit().await.map_err(|e| BuyError::Api(e.into()))?;
+                tx.commit().await.map_err(StoreError::from)?;
             }
             Ok(attempt)
         })

@@ -17,7 +17,7 @@ use super::{
 use crate::{
     domain::{OrderRequest, StrategyKind},
     error::ApiError,
-    store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, Sale, ShardRead},
+    store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, Sale, ShardRead, StoreError},
 };
 
 /// What one attempt at a plan came to.
@@ -47,6 +47,12 @@ pub enum BuyError {
     DuplicateKey,
     /// Infrastructure or a bug.
     Api(ApiError),
+}
+
+impl From<StoreError> for BuyError {
+    fn from(e: StoreError) -> Self {
+        Self::Api(e.into())
+    }
 }
 
 impl From<ApiError> for BuyError {
@@ -122,7 +128,7 @@ fn committed(result: Result<OrderRecord, CommitError>) -> Result<Attempt, BuyErr
         Err(CommitError::Short { shard, remaining }) => Ok(Attempt::Short { shard, remaining }),
         Err(CommitError::UserLimit) => Err(BuyError::UserLimit),
         Err(CommitError::DuplicateKey) => Err(BuyError::DuplicateKey),
-        Err(CommitError::Api(e)) => Err(BuyError::Api(e)),
+        Err(CommitError::Store(e)) => Err(BuyError::Api(e.into())),
     }
 }
 
