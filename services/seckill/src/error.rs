@@ -4,7 +4,7 @@
 use actix_web::{HttpResponse, ResponseError, http::StatusCode};
 use serde_json::json;
 
-use crate::store::StoreError;
+use crate::{inventory::InventoryError, store::StoreError};
 
 /// An error answered to a client as `{"error": CODE, "message": ...}`.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -111,22 +111,20 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<lockkit::Error> for ApiError {
-    fn from(e: lockkit::Error) -> Self {
-        if e.is_timeout() {
-            Self::Busy
-        } else if e.is_retryable() {
-            tracing::warn!(error = %e, "redis error");
-            Self::Unavailable("redis")
-        } else {
-            Self::Internal(format!("lock: {e}"))
+impl From<InventoryError> for ApiError {
+    fn from(e: InventoryError) -> Self {
+        match e {
+            InventoryError::UnknownSale(sku) => Self::UnknownSale(sku),
+            InventoryError::SoldOut => Self::SoldOut,
+            InventoryError::UserLimitReached => Self::UserLimitReached,
+            InventoryError::IdempotencyKeyReused => Self::IdempotencyKeyReused,
+            InventoryError::Busy => Self::Busy,
+            InventoryError::RedisUnavailable(cause) => {
+                tracing::warn!(%cause, "redis unavailable");
+                Self::Unavailable("redis")
+            }
+            InventoryError::Store(e) => e.into(),
+            InventoryError::Bug(detail) => Self::Internal(detail),
         }
-    }
-}
-
-impl From<redis::RedisError> for ApiError {
-    fn from(e: redis::RedisError) -> Self {
-        tracing::warn!(error = %e, "redis error");
-        Self::Unavailable("redis")
     }
 }

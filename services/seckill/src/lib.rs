@@ -10,9 +10,9 @@
 //! | [`startup`] | [`Application`](startup::Application): connect, migrate, bind, run |
 //! | [`routes`] | HTTP handlers: parse into domain values, call the inventory |
 //! | [`domain`] | validated values: SKU, user id, quantity, sale spec, strategy |
-//! | [`inventory`] | the purchase loop, shard planning, stock hints, shard locks, strategies |
-//! | [`store`] | PostgreSQL: migrations, sales, shards, orders, audit |
-//! | [`error`] | every failure and its HTTP status, in one place |
+//! | [`inventory`] | the purchase loop, owned shards, shard planning, stock hints, shard locks, strategies; `InventoryError` |
+//! | [`store`] | PostgreSQL: migrations, sales, shards, orders, owners' claims and batches, audit; `StoreError` |
+//! | [`error`] | the HTTP edge: `ApiError`, client mistakes and the store's and inventory's errors as statuses, in one place |
 //! | [`telemetry`] | logs and the Prometheus recorder |
 
 #![forbid(unsafe_code)]

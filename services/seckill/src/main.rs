@@ -16,8 +16,7 @@ async fn main() -> std::process::ExitCode {
     let app = match Application::build(&settings).await {
         Ok(app) => app,
         Err(e) => {
-            // The variant with its detail: "internal error" alone would hide the cause.
-            tracing::error!(error = ?e, "cannot start");
+            tracing::error!(error = %e, "cannot start");
             return std::process::ExitCode::FAILURE;
         }
     };

@@ -8,7 +8,6 @@ use lockkit::LockClient;
 
 use crate::{
     config::Settings,
-    error::ApiError,
     inventory::{
         Inventory,
         hints::Hints,
@@ -16,9 +15,35 @@ use crate::{
         shard_locks::ShardLocks,
     },
     routes::{self, AdminToken},
-    store::Db,
+    store::{Db, StoreError},
     telemetry,
 };
+
+/// Why the service could not start; each keeps its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// PostgreSQL: unreachable, misconfigured, or a migration failed.
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
+    /// Redis: unreachable or misconfigured.
+    #[error("redis: {0}")]
+    Redis(String),
+    /// The listener could not be bound or started.
+    #[error("listen: {0}")]
+    Listen(String),
+}
+
+impl From<lockkit::Error> for StartupError {
+    fn from(e: lockkit::Error) -> Self {
+        Self::Redis(e.to_string())
+    }
+}
+
+impl From<redis::RedisError> for StartupError {
+    fn from(e: redis::RedisError) -> Self {
+        Self::Redis(e.to_string())
+    }
+}
 
 /// A bound, not yet running, service instance.
 pub struct Application {
@@ -33,7 +58,7 @@ const PLACEMENT_INTERVAL: std::time::Duration = std::time::Duration::from_millis
 
 impl Application {
     /// Connects to the dependencies and binds `settings.listen`.
-    pub async fn build(settings: &Settings) -> Result<Self, ApiError> {
+    pub async fn build(settings: &Settings) -> Result<Self, StartupError> {
         // Install the recorder before lockkit starts recording.
         telemetry::prometheus();
         let db = Db::connect(
@@ -45,7 +70,7 @@ impl Application {
         .await?;
         let redis_url = settings.redis_url.expose();
         let locks = LockClient::builder(redis_url).default_lease(settings.lock_lease).connect().await?;
-        let redis = redis::Client::open(redis_url).map_err(|_| ApiError::Internal("REDIS_URL is not a valid redis URL".into()))?;
+        let redis = redis::Client::open(redis_url).map_err(|e| StartupError::Redis(format!("REDIS_URL: {e}")))?;
         let redis = redis::aio::ConnectionManager::new(redis).await?;
         let hints = Hints::new(redis.clone());
         let shard_locks = ShardLocks::new(locks.clone());
@@ -60,8 +85,8 @@ impl Application {
         let inventory =
             web::Data::new(Inventory::new(db, hints, shard_locks, owned.clone(), settings.request_deadline, settings.max_in_flight));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
-        let listener = TcpListener::bind(settings.listen).map_err(|e| ApiError::Internal(format!("bind {}: {e}", settings.listen)))?;
-        let port = listener.local_addr().map_err(|e| ApiError::Internal(e.to_string()))?.port();
+        let listener = TcpListener::bind(settings.listen).map_err(|e| StartupError::Listen(format!("bind {}: {e}", settings.listen)))?;
+        let port = listener.local_addr().map_err(|e| StartupError::Listen(e.to_string()))?.port();
         let workers = if settings.workers == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { settings.workers };
         let server = HttpServer::new(move || {
             App::new().wrap(from_fn(record_request)).app_data(inventory.clone()).app_data(admin.clone()).configure(routes::configure)
@@ -75,7 +100,7 @@ impl Application {
         .client_request_timeout(std::time::Duration::from_secs(20))
         .shutdown_timeout(10)
         .listen(listener)
-        .map_err(|e| ApiError::Internal(format!("listen: {e}")))?
+        .map_err(|e| StartupError::Listen(e.to_string()))?
         .run();
         tracing::info!(port, workers, "seckill listening");
         Ok(Self { port, server, locks, owned })

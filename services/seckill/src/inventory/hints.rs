@@ -7,7 +7,7 @@ use redis::{AsyncCommands, aio::ConnectionManager};
 
 use crate::{
     domain::Sku,
-    error::ApiError,
+    inventory::InventoryError,
     store::{Db, Sale},
 };
 
@@ -59,13 +59,13 @@ impl Hints {
     }
 
     /// The hints of `sku` as Redis has them now, in one round trip.
-    pub async fn fetch(&self, sku: &Sku) -> Result<HintSet, ApiError> {
+    pub async fn fetch(&self, sku: &Sku) -> Result<HintSet, InventoryError> {
         let fields: Vec<(String, i64)> = self.redis.clone().hgetall(Self::key(sku)).await?;
         Ok(HintSet { fields })
     }
 
     /// Remaining stock per shard for `sale`, rebuilt from PostgreSQL when missing or outdated.
-    pub async fn read(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, ApiError> {
+    pub async fn read(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, InventoryError> {
         match self.fetch(&sale.sku).await?.for_sale(sale) {
             Some(hints) => Ok(hints),
             None => self.rebuild(db, sale).await,
@@ -73,7 +73,7 @@ impl Hints {
     }
 
     /// Replaces the hints with PostgreSQL's current stock.
-    pub async fn rebuild(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, ApiError> {
+    pub async fn rebuild(&self, db: &Db, sale: &Sale) -> Result<Vec<i64>, InventoryError> {
         let rows = db.shard_rows(&sale.sku).await?;
         let mut items: Vec<(String, i64)> = rows.iter().map(|r| (r.shard.to_string(), r.remaining)).collect();
         items.push((GENERATION.into(), sale.generation));
@@ -83,13 +83,13 @@ impl Hints {
     }
 
     /// Records the exact stock of one shard (just read from PostgreSQL).
-    pub async fn set(&self, sku: &Sku, shard: u32, remaining: i64) -> Result<(), ApiError> {
+    pub async fn set(&self, sku: &Sku, shard: u32, remaining: i64) -> Result<(), InventoryError> {
         let _: () = self.redis.clone().hset(Self::key(sku), shard, remaining).await?;
         Ok(())
     }
 
     /// Subtracts units just sold.
-    pub async fn take(&self, sku: &Sku, parts: &[(u32, u32)]) -> Result<(), ApiError> {
+    pub async fn take(&self, sku: &Sku, parts: &[(u32, u32)]) -> Result<(), InventoryError> {
         let key = Self::key(sku);
         let mut pipe = redis::pipe();
         for &(shard, take) in parts {

@@ -6,6 +6,7 @@
 //! the request deadline (`busy`). `sold_out` is answered only after PostgreSQL confirms that the
 //! total left is below the quantity.
 
+mod error;
 pub mod hints;
 pub mod owned;
 pub mod planner;
@@ -18,6 +19,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub use error::InventoryError;
 use hints::Hints;
 use owned::{OwnedAttempt, OwnedShards};
 use planner::Planned;
@@ -26,7 +28,6 @@ use strategies::{Attempt, BuyError, Ctx};
 
 use crate::{
     domain::{Fencing, OrderRequest, SaleSpec, Sku},
-    error::ApiError,
     store::{Db, OrderRecord, Sale},
 };
 
@@ -120,7 +121,7 @@ impl Inventory {
     }
 
     /// Creates or resets a sale and publishes fresh hints.
-    pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, ApiError> {
+    pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, InventoryError> {
         let sale = self.ctx.db.put_sale(sku, spec).await?;
         self.hints.rebuild(&self.ctx.db, &sale).await?;
         tracing::info!(%sku, total = spec.total, shards = spec.shards, strategy = %spec.strategy, "sale created");
@@ -128,7 +129,7 @@ impl Inventory {
     }
 
     /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
-    pub async fn sale(&self, sku: &Sku) -> Result<SaleView, ApiError> {
+    pub async fn sale(&self, sku: &Sku) -> Result<SaleView, InventoryError> {
         let trusted = |c: &CachedSale| c.sale.spec.strategy.owned_fencing().is_some() && c.checked_at.elapsed() < OWNED_SALE_RECHECK;
         if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| trusted(c)) {
             return Ok(SaleView { hints: None, sale: cached.sale.clone() });
@@ -139,7 +140,7 @@ impl Inventory {
         if let Some(sale) = still {
             return Ok(SaleView { hints: fetched.for_sale(&sale), sale });
         }
-        let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
+        let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| InventoryError::UnknownSale(sku.to_string()))?;
         let hints = match fetched.for_sale(&sale) {
             Some(hints) => hints,
             // New sale to this instance, a reset, or Redis lost its data: republish the hints.
@@ -176,7 +177,7 @@ impl Inventory {
 
     /// Whether PostgreSQL has fewer than `quantity` units left; asks it only if this instance
     /// does not already know.
-    async fn is_sold_out(&self, sale: &Sale, quantity: u32) -> Result<bool, ApiError> {
+    async fn is_sold_out(&self, sale: &Sale, quantity: u32) -> Result<bool, InventoryError> {
         let wanted = i64::from(quantity);
         if self.remember(sale, |c| c.confirmed_left).flatten().is_some_and(|left| left < wanted) {
             return Ok(true);
@@ -187,7 +188,7 @@ impl Inventory {
     }
 
     /// Answers `sold_out`, recording the refused quantity unless a smaller one already was.
-    async fn sold_out(&self, sale: &Sale, quantity: u32) -> ApiError {
+    async fn sold_out(&self, sale: &Sale, quantity: u32) -> InventoryError {
         let record = self.remember(sale, |c| c.refused_min.is_none_or(|min| quantity < min)).unwrap_or(true);
         if record {
             match self.ctx.db.record_sold_out(&sale.sku, quantity).await {
@@ -197,7 +198,7 @@ impl Inventory {
                 Err(e) => return e.into(),
             }
         }
-        ApiError::SoldOut
+        InventoryError::SoldOut
     }
 
     /// Sells `request` from the sale, or explains why not.
@@ -206,10 +207,10 @@ impl Inventory {
     /// with that key (unique index), and every refusal (duplicate key, user limit, sold out)
     /// checks for an earlier order under the key before answering.
     #[tracing::instrument(level = "debug", skip_all, fields(sku = %view.sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
-    pub async fn buy(&self, view: &SaleView, request: &OrderRequest) -> Result<Purchase, ApiError> {
+    pub async fn buy(&self, view: &SaleView, request: &OrderRequest) -> Result<Purchase, InventoryError> {
         let sale = &view.sale;
         let deadline = Instant::now() + self.deadline;
-        let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| ApiError::Busy)?;
+        let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| InventoryError::Busy)?;
         let Some(strategy) = strategies::for_kind(sale.spec.strategy) else {
             let fencing = sale.spec.strategy.owned_fencing().unwrap_or(Fencing::Fenced);
             return self.buy_owned(sale.clone(), fencing, request, deadline).await;
@@ -223,7 +224,7 @@ impl Inventory {
         let mut contended = Vec::new();
         loop {
             if Instant::now() >= deadline {
-                return Err(ApiError::Busy);
+                return Err(InventoryError::Busy);
             }
             let current = match &mut hints {
                 Some(current) => current,
@@ -270,7 +271,13 @@ impl Inventory {
     /// The purchase loop of the owned strategies: decide from owned memory (taking a free shard
     /// if needed); when no stock is within reach, `sold_out` if PostgreSQL confirms it, else ask
     /// the other instances for stock and try again until the deadline.
-    async fn buy_owned(&self, mut sale: Sale, fencing: Fencing, request: &OrderRequest, deadline: Instant) -> Result<Purchase, ApiError> {
+    async fn buy_owned(
+        &self,
+        mut sale: Sale,
+        fencing: Fencing,
+        request: &OrderRequest,
+        deadline: Instant,
+    ) -> Result<Purchase, InventoryError> {
         let quantity = request.quantity.get();
         // PostgreSQL is asked whether the sale is sold out at most every `SOLD_OUT_RECHECK` per
         // request while it waits for stock: waiting must not turn into polling the database.
@@ -282,7 +289,7 @@ impl Inventory {
                     self.forget_sale(&sale.sku);
                     sale = self.sale(&sale.sku).await?.sale;
                     if sale.spec.strategy.owned_fencing() != Some(fencing) {
-                        return Err(ApiError::Busy);
+                        return Err(InventoryError::Busy);
                     }
                     continue;
                 }
@@ -297,7 +304,7 @@ impl Inventory {
                     self.owned.ask_for_stock(&sale.sku).await?;
                     let pause = Duration::from_millis(rand::random_range(5..20));
                     if Instant::now() + pause >= deadline {
-                        return Err(ApiError::Busy);
+                        return Err(InventoryError::Busy);
                     }
                     tokio::time::sleep(pause).await;
                 }
@@ -308,23 +315,23 @@ impl Inventory {
 
     /// Before refusing a request that carries an idempotency key: the order already made under
     /// that key, if any, is the answer instead (`idempotency_key_reused` if it differs).
-    async fn earlier_order(&self, sale: &Sale, request: &OrderRequest) -> Result<Option<Purchase>, ApiError> {
+    async fn earlier_order(&self, sale: &Sale, request: &OrderRequest) -> Result<Option<Purchase>, InventoryError> {
         let Some(key) = &request.idempotency_key else { return Ok(None) };
         match self.ctx.db.order_by_key(&sale.sku, key).await? {
             None => Ok(None),
             Some(prior) if prior.user_id == request.user_id.as_str() && prior.quantity == request.quantity.get() => {
                 Ok(Some(Purchase { record: prior, replayed: true }))
             }
-            Some(_) => Err(ApiError::IdempotencyKeyReused),
+            Some(_) => Err(InventoryError::IdempotencyKeyReused),
         }
     }
 
     /// Answers a request the sale cannot complete: the earlier order it replays, if any, else the
     /// refusal (a user limit; a duplicate key without an order is a bug; errors pass through).
-    async fn refuse(&self, sale: &Sale, request: &OrderRequest, why: BuyError) -> Result<Purchase, ApiError> {
+    async fn refuse(&self, sale: &Sale, request: &OrderRequest, why: BuyError) -> Result<Purchase, InventoryError> {
         let refusal = match why {
-            BuyError::UserLimit => ApiError::UserLimitReached,
-            BuyError::DuplicateKey => ApiError::Internal("duplicate idempotency key without an order".into()),
+            BuyError::UserLimit => InventoryError::UserLimitReached,
+            BuyError::DuplicateKey => InventoryError::Bug("duplicate idempotency key without an order".into()),
             BuyError::Api(e) => return Err(e),
         };
         match self.earlier_order(sale, request).await? {
@@ -334,7 +341,7 @@ impl Inventory {
     }
 
     /// Answers `sold_out`, unless the request replays an earlier order.
-    async fn refuse_sold_out(&self, sale: &Sale, request: &OrderRequest) -> Result<Purchase, ApiError> {
+    async fn refuse_sold_out(&self, sale: &Sale, request: &OrderRequest) -> Result<Purchase, InventoryError> {
         match self.earlier_order(sale, request).await? {
             Some(purchase) => Ok(purchase),
             None => Err(self.sold_out(sale, request.quantity.get()).await),

@@ -8,7 +8,7 @@ use lockkit::{Fence, LockClient, LockGuard};
 use super::planner::Plan;
 use crate::{
     domain::{ShardId, Sku},
-    error::ApiError,
+    inventory::InventoryError,
     store::Db,
 };
 
@@ -40,7 +40,7 @@ impl ShardLocks {
 
     /// Locks the plan's shards in ascending order. A probing plan tries once and reports the
     /// contended shard as `Err(shard)`; a waiting plan waits until `deadline` (then `Busy`).
-    pub async fn lock(&self, sku: &Sku, plan: &Plan, deadline: Instant) -> Result<Result<HeldShards, u32>, ApiError> {
+    pub async fn lock(&self, sku: &Sku, plan: &Plan, deadline: Instant) -> Result<Result<HeldShards, u32>, InventoryError> {
         let mut guards = Vec::with_capacity(plan.parts.len());
         for part in &plan.parts {
             let name = Self::name(sku, part.shard);
@@ -60,13 +60,13 @@ impl ShardLocks {
     }
 
     /// Tries once to lock one shard (an owner taking it over); `None` when someone holds it.
-    pub async fn try_lock_shard(&self, sku: &Sku, shard: ShardId) -> Result<Option<LockGuard>, ApiError> {
+    pub async fn try_lock_shard(&self, sku: &Sku, shard: ShardId) -> Result<Option<LockGuard>, InventoryError> {
         Ok(self.client.try_lock(&Self::name(sku, shard.get())).await?)
     }
 
     /// After a claim was refused: if the store has seen a larger fence than Redis would grant
     /// (Redis lost its counters), raise the counter so the next grant outranks the store.
-    pub async fn reseed_from_store(&self, db: &Db, sku: &Sku, shard: u32) -> Result<(), ApiError> {
+    pub async fn reseed_from_store(&self, db: &Db, sku: &Sku, shard: u32) -> Result<(), InventoryError> {
         let stored = db.shard_fence(sku, shard).await?;
         let name = Self::name(sku, shard);
         let fence = self.client.ensure_fence_at_least(&name, Fence::new(stored.max(0) as u64)).await?;

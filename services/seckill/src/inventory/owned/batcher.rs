@@ -111,7 +111,7 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>)
             tracing::warn!(sku = %sale.sku, error = %e, orders = batch.len(), "batch commit failed; giving the shards back");
             owner.forget(&touched);
             ctx.surrenders.database_trouble();
-            let failure = crate::error::ApiError::from(crate::store::StoreError::from(e));
+            let failure = crate::inventory::InventoryError::from(crate::store::StoreError::from(e));
             for order in batch {
                 let _ = order.reply.send(Decided::Failed(failure.clone()));
             }

@@ -42,7 +42,7 @@ use self::{
 use super::{hints::Hints, shard_locks::ShardLocks, strategies::BuyError};
 use crate::{
     domain::{Fencing, OrderRequest, Sku},
-    error::ApiError,
+    inventory::InventoryError,
     store::{Db, OrderRecord, Sale},
 };
 
@@ -97,7 +97,7 @@ impl OwnedShards {
         let owner = self.owner_for(sale, fencing);
         loop {
             if Instant::now() >= deadline {
-                return Err(BuyError::Api(ApiError::Busy));
+                return Err(BuyError::Api(InventoryError::Busy));
             }
             if let Some(decided) = owner.decide(request) {
                 match decided.await {
@@ -112,7 +112,7 @@ impl OwnedShards {
                 return Ok(OwnedAttempt::SaleChanged);
             }
             match tokio::time::timeout_at(deadline.into(), self.placement.take_shard(&owner)).await {
-                Err(_) => return Err(BuyError::Api(ApiError::Busy)),
+                Err(_) => return Err(BuyError::Api(InventoryError::Busy)),
                 Ok(taken) => match taken? {
                     Taken::Shard => {}
                     Taken::Nothing => return Ok(OwnedAttempt::NoStock),
@@ -122,7 +122,7 @@ impl OwnedShards {
     }
 
     /// Tells the other instances that this one needs stock of `sku`.
-    pub async fn ask_for_stock(&self, sku: &Sku) -> Result<(), ApiError> {
+    pub async fn ask_for_stock(&self, sku: &Sku) -> Result<(), InventoryError> {
         self.placement.ask_for_stock(sku).await
     }
 

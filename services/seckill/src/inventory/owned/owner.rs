@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     domain::{Fencing, OrderRequest, ShardId},
-    error::ApiError,
+    inventory::InventoryError,
     store::{BatchShard, OrderRecord, Sale},
 };
 
@@ -49,7 +49,7 @@ pub(crate) enum Decided {
     /// Nothing was written (the shard was lost or the batch refused): decide again elsewhere.
     Retry,
     /// The batch failed or its fate is unknown: answer this, never retry (it may still land).
-    Failed(ApiError),
+    Failed(InventoryError),
 }
 
 /// An order decided against memory, waiting for its batch.

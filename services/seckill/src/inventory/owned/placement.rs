@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use super::owner::{SaleOwner, Surrendered};
 use crate::{
     domain::{ShardId, Sku},
-    error::ApiError,
+    inventory::InventoryError,
     inventory::{hints::Hints, shard_locks::ShardLocks},
     store::{Db, StoreError},
 };
@@ -154,7 +154,7 @@ impl Placement {
     }
 
     /// Takes one more free shard with stock for `owner`.
-    pub(crate) async fn take_shard(&self, owner: &Arc<SaleOwner>) -> Result<Taken, ApiError> {
+    pub(crate) async fn take_shard(&self, owner: &Arc<SaleOwner>) -> Result<Taken, InventoryError> {
         let sale = &owner.sale;
         // One acquisition at a time; a request that waited while another one took a shard
         // decides again instead.
@@ -164,7 +164,7 @@ impl Placement {
             return Ok(Taken::Shard);
         }
         if self.surrenders.in_trouble() {
-            return Err(ApiError::Unavailable("database"));
+            return Err(InventoryError::Store(StoreError::Unavailable("this instance's database writes failed recently".into())));
         }
         if self.nothing_free.lock().unwrap().get(&sale.sku).is_some_and(|until| Instant::now() < *until) {
             return Ok(Taken::Nothing);
@@ -214,7 +214,7 @@ impl Placement {
     }
 
     /// Tells the other instances that this one needs stock of `sku` (at most every tick).
-    pub(crate) async fn ask_for_stock(&self, sku: &Sku) -> Result<(), ApiError> {
+    pub(crate) async fn ask_for_stock(&self, sku: &Sku) -> Result<(), InventoryError> {
         let now = Instant::now();
         {
             let mut asked = self.asked.lock().unwrap();
@@ -235,7 +235,7 @@ impl Placement {
 
     /// One round of giving back: idle shards, and the surplus over the fair share when another
     /// instance asked for stock.
-    pub(crate) async fn rebalance(&self, owners: &[Arc<SaleOwner>]) -> Result<(), ApiError> {
+    pub(crate) async fn rebalance(&self, owners: &[Arc<SaleOwner>]) -> Result<(), InventoryError> {
         let owning: Vec<&Arc<SaleOwner>> = owners.iter().filter(|o| o.owns_any()).collect();
         let mut demands: Vec<Option<String>> = vec![None; owning.len()];
         if !owning.is_empty() {
@@ -275,7 +275,7 @@ impl Placement {
     }
 
     /// Renews this instance's heartbeat and counts the live instances.
-    pub(crate) async fn heartbeat(&self) -> Result<usize, ApiError> {
+    pub(crate) async fn heartbeat(&self) -> Result<usize, InventoryError> {
         let live: usize = redis::Script::new(HEARTBEAT)
             .key("seckill:instances")
             .arg(&self.settings.instance)

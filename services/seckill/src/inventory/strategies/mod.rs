@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     domain::{OrderRequest, StrategyKind},
-    error::ApiError,
+    inventory::InventoryError,
     store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, Sale, ShardRead, StoreError},
 };
 
@@ -46,7 +46,7 @@ pub enum BuyError {
     /// A concurrent request with the same idempotency key won.
     DuplicateKey,
     /// Infrastructure or a bug.
-    Api(ApiError),
+    Api(InventoryError),
 }
 
 impl From<StoreError> for BuyError {
@@ -55,8 +55,8 @@ impl From<StoreError> for BuyError {
     }
 }
 
-impl From<ApiError> for BuyError {
-    fn from(e: ApiError) -> Self {
+impl From<InventoryError> for BuyError {
+    fn from(e: InventoryError) -> Self {
         Self::Api(e)
     }
 }
