@@ -9,7 +9,7 @@ mod strategy;
 mod user_id;
 
 pub use order::{OrderBody, OrderRequest, Quantity};
-pub use sale::{SaleSpec, SaleSpecBody};
+pub use sale::{Sale, SaleSpec, SaleSpecBody};
 pub use shard_id::ShardId;
 pub use sku::Sku;
 pub use strategy::{Fencing, StrategyKind};

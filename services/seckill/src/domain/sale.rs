@@ -1,6 +1,6 @@
 use serde::Deserialize;
 
-use super::StrategyKind;
+use super::{Sku, StrategyKind};
 
 /// The body of `PUT /v1/sales/{sku}` as sent.
 #[derive(Debug, Deserialize)]
@@ -27,6 +27,17 @@ pub struct SaleSpec {
     pub max_per_order: u32,
     /// How stock is protected.
     pub strategy: StrategyKind,
+}
+
+/// A sale as stored: its definition and the generation it is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sale {
+    /// Its SKU.
+    pub sku: Sku,
+    /// Its definition.
+    pub spec: SaleSpec,
+    /// Changes with every create/reset; every owner's batch write checks it.
+    pub generation: i64,
 }
 
 /// Upper bounds that keep a sale within what one PostgreSQL row per shard handles well.

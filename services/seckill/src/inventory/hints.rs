@@ -5,11 +5,7 @@
 
 use redis::{AsyncCommands, aio::ConnectionManager};
 
-use crate::{
-    domain::Sku,
-    inventory::InventoryError,
-    store::{Db, Sale},
-};
+use crate::{domain::Sale, domain::Sku, inventory::InventoryError, store::Db};
 
 /// Field holding the sale's generation; the others are shard indexes.
 const GENERATION: &str = "gen";

@@ -27,8 +27,9 @@ use shard_locks::ShardLocks;
 use strategies::{Attempt, BuyError, Ctx};
 
 use crate::{
+    domain::Sale,
     domain::{Fencing, OrderRequest, SaleSpec, Sku},
-    store::{Db, OrderRecord, Sale},
+    store::{Db, OrderRecord},
 };
 
 /// A sale as a request sees it: its definition and, when fresh, its stock hints (fetched in the

@@ -20,7 +20,7 @@ pub use error::StoreError;
 pub(crate) use orders::commit_order_on;
 pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord};
 pub use owners::{BatchOrder, BatchOutcome, BatchShard, OrderOutcome, OwnerWriteError};
-pub use sales::{Sale, ShardRow};
+pub use sales::ShardRow;
 pub use shards::ShardRead;
 pub(crate) use shards::lock_shards_for_update;
 

@@ -13,8 +13,8 @@ use tokio_postgres::types::Type;
 
 use super::{Db, StoreError};
 use crate::{
+    domain::Sale,
     domain::{Fencing, OrderRequest, ShardId},
-    store::Sale,
 };
 
 /// A shard of a batch as its owner knows it.

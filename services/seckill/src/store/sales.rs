@@ -3,18 +3,7 @@
 use tokio_postgres::Row;
 
 use super::{Db, StoreError};
-use crate::domain::{SaleSpec, Sku};
-
-/// A sale as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sale {
-    /// Its SKU.
-    pub sku: Sku,
-    /// Its definition.
-    pub spec: SaleSpec,
-    /// Changes with every create/reset.
-    pub generation: i64,
-}
+use crate::domain::{Sale, SaleSpec, Sku};
 
 /// One shard's row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -41,9 +41,10 @@ use self::{
 };
 use super::{hints::Hints, shard_locks::ShardLocks, strategies::BuyError};
 use crate::{
+    domain::Sale,
     domain::{Fencing, OrderRequest, Sku},
     inventory::InventoryError,
-    store::{Db, OrderRecord, Sale},
+    store::{Db, OrderRecord},
 };
 
 /// What an owned purchase came to, short of an error.

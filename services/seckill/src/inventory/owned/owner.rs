@@ -19,9 +19,10 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    domain::Sale,
     domain::{Fencing, OrderRequest, ShardId},
     inventory::InventoryError,
-    store::{BatchShard, OrderRecord, Sale},
+    store::{BatchShard, OrderRecord},
 };
 
 /// One owned shard, as an operator sees it.

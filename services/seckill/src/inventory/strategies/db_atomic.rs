@@ -6,8 +6,9 @@ use std::time::Instant;
 use super::{Attempt, AttemptFuture, Ctx, Strategy, committed};
 use crate::{
     domain::OrderRequest,
+    domain::Sale,
     inventory::planner::Plan,
-    store::{CommitGuard, CommitPart, Sale},
+    store::{CommitGuard, CommitPart},
 };
 
 pub(super) struct DbAtomic;

@@ -5,11 +5,7 @@
 use std::time::Instant;
 
 use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, parts_after_reads};
-use crate::{
-    domain::OrderRequest,
-    inventory::planner::Plan,
-    store::{CommitGuard, Sale},
-};
+use crate::{domain::OrderRequest, domain::Sale, inventory::planner::Plan, store::CommitGuard};
 
 const RETRIES: usize = 5;
 

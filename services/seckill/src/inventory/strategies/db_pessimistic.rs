@@ -6,8 +6,9 @@ use std::time::Instant;
 use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, parts_after_reads};
 use crate::{
     domain::OrderRequest,
+    domain::Sale,
     inventory::planner::Plan,
-    store::{CommitGuard, Sale, StoreError, commit_order_on, lock_shards_for_update},
+    store::{CommitGuard, StoreError, commit_order_on, lock_shards_for_update},
 };
 
 pub(super) struct DbPessimistic;

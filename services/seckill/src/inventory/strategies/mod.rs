@@ -15,9 +15,10 @@ use super::{
     shard_locks::{HeldShards, ShardLocks},
 };
 use crate::{
+    domain::Sale,
     domain::{OrderRequest, StrategyKind},
     inventory::InventoryError,
-    store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, Sale, ShardRead, StoreError},
+    store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, ShardRead, StoreError},
 };
 
 /// What one attempt at a plan came to.

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::{AttemptFuture, Ctx, Strategy, read_then_write};
-use crate::{domain::OrderRequest, inventory::planner::Plan, store::Sale};
+use crate::{domain::OrderRequest, domain::Sale, inventory::planner::Plan};
 
 pub(super) struct NoLock;
 

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::{Attempt, AttemptFuture, Ctx, Strategy, read_then_write, under_shard_locks};
-use crate::{domain::OrderRequest, inventory::planner::Plan, store::Sale};
+use crate::{domain::OrderRequest, domain::Sale, inventory::planner::Plan};
 
 pub(super) struct RedisLock;
 

@@ -12,8 +12,9 @@ use std::time::Instant;
 use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, under_shard_locks};
 use crate::{
     domain::OrderRequest,
+    domain::Sale,
     inventory::planner::Plan,
-    store::{CommitGuard, CommitPart, Sale},
+    store::{CommitGuard, CommitPart},
 };
 
 pub(super) struct ShardedFenced;
