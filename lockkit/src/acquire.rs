@@ -8,19 +8,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use redis::aio::MultiplexedConnection;
 use tracing::Instrument;
 
 use crate::{
-    Fence,
+    backend::Grant,
     clock::Moment,
-    core::{Core, Job},
+    core::Core,
     error::{Error, ErrorKind, Result},
     guard::LockGuard,
     keys::LockKeys,
     lease::{Lease, Schedule},
     metrics,
-    scripts::{SCRIPTS, millis},
 };
 
 /// A pending acquisition, configured with builder methods and run by `.await`.
@@ -71,6 +69,8 @@ enum Attempt {
     Granted(LockGuard),
     /// Held by someone else, who has this much lease left (None: no expiry set, or unknown).
     Held(Option<Duration>),
+    /// Nobody won a vote (Redlock): retry after a jittered pause.
+    Contested,
 }
 
 async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
@@ -80,16 +80,20 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
     let started = Instant::now();
     let deadline = started + request.wait;
     let mut attempts = 1;
-    if let Attempt::Granted(guard) = attempt(core, &keys, request.lease).await? {
-        return Ok(granted(guard, attempts, started));
-    }
     let mut last_error = None;
+    match attempt(core, &keys, request.lease).await {
+        Ok(Attempt::Granted(guard)) => return Ok(granted(guard, attempts, started)),
+        Ok(_) => {}
+        // A broken connection or a node that just came back: worth another try within the wait.
+        Err(e) if e.is_unavailable() && !request.wait.is_zero() => last_error = Some(e),
+        Err(e) => return Err(e),
+    }
     if !request.wait.is_zero() {
         // Subscribe, then retry at once: a release before the subscription was confirmed would
         // otherwise go unnoticed. Waiting for the confirmation never outlasts the wait; if it
         // comes later, the subscription turns live then.
         let subscription =
-            core.wake.subscribe(&keys.released, deadline.saturating_duration_since(Instant::now())).await;
+            core.backend.wake().subscribe(&keys.released, deadline.saturating_duration_since(Instant::now())).await;
         let mut backoff = Backoff::default();
         loop {
             // Armed before the attempt, so a release right after it still wakes us.
@@ -97,19 +101,25 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
             tokio::pin!(woken);
             woken.as_mut().enable();
             attempts += 1;
-            let pause = match attempt(core, &keys, request.lease).await {
+            // A split vote sleeps its jittered pause through: the partial grants' releases would
+            // otherwise wake every contender at once, to split again.
+            let (pause, wakeable) = match attempt(core, &keys, request.lease).await {
                 Ok(Attempt::Granted(guard)) => return Ok(granted(guard, attempts, started)),
                 // Sleep until a release is announced, or the holder's lease runs out (expiry
                 // publishes nothing), or the safety interval passes.
                 Ok(Attempt::Held(ttl)) if subscription.is_live() => {
                     last_error = None;
                     let safety = core.config.wake_safety_interval;
-                    ttl.unwrap_or(safety).min(safety) + Duration::from_millis(1)
+                    (ttl.unwrap_or(safety).min(safety) + Duration::from_millis(1), true)
                 }
-                Ok(Attempt::Held(_)) => backoff.next(),
+                Ok(Attempt::Held(_)) => (backoff.next(), true),
+                Ok(Attempt::Contested) => {
+                    last_error = None;
+                    (backoff.next(), false)
+                }
                 Err(e) if e.is_unavailable() => {
                     last_error = Some(e);
-                    backoff.next()
+                    (backoff.next(), true)
                 }
                 Err(e) => return Err(e),
             };
@@ -118,7 +128,7 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
                 break;
             }
             tokio::select! {
-                () = woken.as_mut() => {}
+                () = woken.as_mut(), if wakeable => {}
                 () = tokio::time::sleep(pause.min(deadline - now)) => {}
             }
         }
@@ -139,7 +149,7 @@ async fn attempt(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Duration>
     let result = try_acquire(core, keys, lease).await;
     metrics::attempt(match &result {
         Ok(Attempt::Granted(_)) => "acquired",
-        Ok(Attempt::Held(_)) => "held",
+        Ok(Attempt::Held(_) | Attempt::Contested) => "held",
         Err(_) => "error",
     });
     result
@@ -151,35 +161,29 @@ async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Durat
         None => (core.config.default_lease, true),
     };
     let token = new_token();
-    // Connecting is bounded by the connection timeout, the script by the response timeout.
-    let mut lane = core.conns.checkout().await?;
-    // From here on the grant may happen in Redis; until we read the reply, a cancellation (or a
-    // failure) must undo it.
-    let mut undo = UndoOnCancel::new(core, &lane.conn, keys, &token);
-    let mut invocation = SCRIPTS.acquire.prepare_invoke();
-    invocation.key(&keys.lock).key(&keys.fence).arg(&token).arg(millis(lease));
     let sent_at = Moment::now();
-    let reply = invocation.invoke_async::<(i64, i64)>(&mut lane.conn).await.map_err(Error::from);
-    core.conns.report(&lane, &reply);
-    let (granted, value) = reply?;
-    if granted != 1 {
-        undo.disarm();
-        return Ok(Attempt::Held((value > 0).then(|| Duration::from_millis(value as u64))));
-    }
+    let fence = match core.backend.acquire(keys, &token, lease, &core.jobs).await? {
+        Grant::Granted(fence) => fence,
+        Grant::Held(ttl) => return Ok(Attempt::Held(ttl)),
+        Grant::Contested => return Ok(Attempt::Contested),
+    };
     let schedule = Schedule::granted(sent_at, lease, renews);
     let now = Moment::now();
     if schedule.is_expired(now) {
-        // The answer came after the lease it granted must be presumed over: unusable. `undo`
-        // (still armed) deletes it if it is still ours, and the caller may retry.
+        // The answer came after the lease it granted must be presumed over: unusable. Undo it if
+        // it is still ours (the answer is in, so the undo follows the grant), and let the caller
+        // retry.
         tracing::warn!(lock = %keys.name, after = ?(now - sent_at), "grant answered too late; undoing it");
         metrics::late_grant();
+        let (backend, keys_owned) = (core.backend.clone(), keys.clone());
+        core.jobs.background(async move {
+            let _ = backend.release(&keys_owned, &token).await;
+        });
         return Err(Error::new(
             ErrorKind::Unavailable,
             format!("the grant of lock {:?} was answered after its {lease:?} lease had run out", keys.name),
         ));
     }
-    undo.disarm();
-    let fence = Fence::new(value as u64);
     metrics::granted(fence);
     let next_event = schedule.next_event();
     let lease = Arc::new(Lease::new(core.registry.next_id(), Arc::clone(keys), token, fence, schedule));
@@ -190,31 +194,6 @@ async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Durat
 /// A random 128-bit owner token (hex). Generated by a CSPRNG; never accepted from outside.
 fn new_token() -> String {
     format!("{:032x}", rand::random::<u128>())
-}
-
-/// Undoes a possible grant if the acquire future is dropped (or its redis call fails) after the
-/// script may have reached Redis.
-struct UndoOnCancel<'a> {
-    core: &'a Core,
-    armed: Option<(MultiplexedConnection, Arc<LockKeys>, String)>,
-}
-
-impl<'a> UndoOnCancel<'a> {
-    fn new(core: &'a Core, conn: &MultiplexedConnection, keys: &Arc<LockKeys>, token: &str) -> Self {
-        Self { core, armed: Some((conn.clone(), Arc::clone(keys), token.to_owned())) }
-    }
-
-    fn disarm(&mut self) {
-        self.armed = None;
-    }
-}
-
-impl Drop for UndoOnCancel<'_> {
-    fn drop(&mut self) {
-        if let Some((conn, keys, token)) = self.armed.take() {
-            let _ = self.core.jobs.send(Job::Abandoned { conn, keys, token });
-        }
-    }
 }
 
 /// Jittered exponential backoff for when wake-ups cannot be relied on (connection down, Redis

@@ -7,28 +7,26 @@ use std::{
     time::{Duration, Instant},
 };
 
-use deadpool_redis::Runtime;
 use tokio::sync::mpsc;
 
 use crate::{
     Fence,
     acquire::Acquire,
-    connections::Connections,
-    core::{Config, Core},
+    backend::{self, BackendKind, BackendUrl},
+    core::{Config, Core, Jobs},
     error::{Error, ErrorKind, Result},
     guard::LockGuard,
     keys::LockKeys,
     registry::Registry,
-    scripts::SCRIPTS,
-    wake::WakeHub,
     watchdog,
 };
 
 /// Lease used when none is given: the watchdog renews it every third of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
-/// A handle to lockkit on one Redis deployment. Clone it freely: clones share the connections, the
-/// wake-up connection and the watchdog.
+/// A handle to lockkit on one deployment: one Redis, a Redis Cluster, or Redlock over independent
+/// masters, chosen by the URL. Clone it freely: clones share the connections, the wake-up
+/// connection and the watchdog.
 ///
 /// ```no_run
 /// # async fn demo() -> lockkit::Result<()> {
@@ -46,13 +44,21 @@ pub struct LockClient {
 
 impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockClient").field("config", &self.core.config).finish_non_exhaustive()
+        f.debug_struct("LockClient")
+            .field("backend", &self.core.backend.kind())
+            .field("config", &self.core.config)
+            .finish_non_exhaustive()
     }
 }
 
 impl LockClient {
-    /// Connects with default settings. `url` is `redis://[user:password@]host:port[/db]`, or
-    /// `rediss://...` with the `tls` feature.
+    /// Connects with default settings. The URL picks the backend:
+    /// - `redis://[user:password@]host:port[/db]`: one Redis (`rediss://` over TLS with the `tls`
+    ///   feature);
+    /// - `redis+cluster://[user:password@]host:port,host:port,...`: a Redis Cluster, from its seed
+    ///   nodes;
+    /// - `redlock://[user:password@]host:port,...`: Redlock over independent masters (at least 3;
+    ///   a majority must agree).
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
     }
@@ -66,6 +72,7 @@ impl LockClient {
                 default_lease: DEFAULT_LEASE,
                 command_timeout: Duration::from_secs(2),
                 wake_safety_interval: Duration::from_secs(5),
+                node_timeout: Duration::from_millis(100),
             },
             connections: 2,
         }
@@ -94,19 +101,18 @@ impl LockClient {
         Acquire::new(&self.core, name)
     }
 
-    /// Raises the fence counter of `name` to at least `at_least` (an atomic max) and returns its
-    /// value afterwards. Use it after Redis lost its data: seed the counter from the highest fence
-    /// your store accepted, so new grants outrank every write already made.
+    /// Raises the fence counter of `name` to at least `at_least` (an atomic max; on Redlock on every
+    /// node) and returns its value afterwards. Use it after Redis lost its data or failed over:
+    /// seed the counter from the highest fence your store accepted, so new grants outrank every
+    /// write already made.
     pub async fn ensure_fence_at_least(&self, name: &str, at_least: Fence) -> Result<Fence> {
         let keys = LockKeys::new(&self.core.config.prefix, name)?;
-        let core = &self.core;
-        let mut invocation = SCRIPTS.ensure_fence_at_least.prepare_invoke();
-        invocation.key(&keys.fence).arg(at_least.get().to_string());
-        let value: String = core.conns.run(async |conn| invocation.invoke_async(conn).await).await?;
-        value
-            .parse()
-            .map(Fence::new)
-            .map_err(|_| Error::new(ErrorKind::Redis, format!("fence counter of {name:?} is not a number: {value:?}")))
+        self.core.backend.raise_fence(&keys, at_least).await
+    }
+
+    /// Which backend the URL chose.
+    pub fn backend(&self) -> BackendKind {
+        self.core.backend.kind()
     }
 
     /// Number of leases this client currently holds (watched or not yet released).
@@ -169,43 +175,35 @@ impl LockClientBuilder {
         self
     }
 
-    /// Connects, checks that Redis answers, and starts the watchdog and wake-up tasks.
-    /// Must be called inside a tokio runtime.
+    /// Redlock only: longest wait for one node's answer (default 100 ms, and never more than a
+    /// tenth of the lease). A node slower than this counts as absent for that operation.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.config.node_timeout = timeout;
+        self
+    }
+
+    /// Connects, checks that the servers answer (on Redlock: a majority of them), and starts the
+    /// watchdog and wake-up tasks. Must be called inside a tokio runtime.
     pub async fn connect(self) -> Result<LockClient> {
         let config_error = |what: String| Error::new(ErrorKind::Config, what);
         let cfg = &self.config;
         if cfg.prefix.is_empty() || cfg.prefix.contains(['{', '}']) {
             return Err(config_error(format!("prefix {:?} must be non-empty without '{{' or '}}'", cfg.prefix)));
         }
-        if cfg.default_lease < Duration::from_millis(10) || cfg.command_timeout.is_zero() {
-            return Err(config_error("default lease must be at least 10 ms and the command timeout positive".into()));
+        if cfg.default_lease < Duration::from_millis(10) || cfg.command_timeout.is_zero() || cfg.node_timeout.is_zero()
+        {
+            return Err(config_error(
+                "default lease must be at least 10 ms and the command and node timeouts positive".into(),
+            ));
         }
-        let redis_client = redis::Client::open(self.url.as_str())
-            .map_err(|e| config_error("invalid redis url".into()).with_source(e))?;
-        // redis-rs would otherwise give every connection its own 500 ms response timeout, which
-        // would silently override `command_timeout`.
-        let connection_config = redis::AsyncConnectionConfig::new()
-            .set_response_timeout(Some(self.config.command_timeout))
-            .set_connection_timeout(Some(self.config.command_timeout));
-        let manager = deadpool_redis::Manager::new_with_config(self.url.as_str(), connection_config)
-            .map_err(|e| config_error("invalid redis url".into()).with_source(e))?;
-        let pool = deadpool_redis::Pool::builder(manager)
-            .max_size(self.connections)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| config_error("cannot build the redis pool".into()).with_source(e))?;
+        let url = BackendUrl::parse(&self.url)?;
+        let backend = backend::open(&url, &self.config, self.connections)?;
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
-        let wake = WakeHub::start(redis_client, self.config.command_timeout);
-        let core = Arc::new(Core {
-            conns: Connections::new(pool, self.connections),
-            config: self.config,
-            registry: Arc::new(Registry::default()),
-            jobs,
-            wake,
-        });
+        let core =
+            Arc::new(Core { backend, config: self.config, registry: Arc::new(Registry::default()), jobs: Jobs(jobs) });
         let started = Instant::now();
-        let _: String = core.conns.run(async |conn| redis::cmd("PING").query_async(conn).await).await?;
-        tracing::debug!(elapsed = ?started.elapsed(), prefix = %core.config.prefix, "lockkit connected");
+        core.backend.ping().await?;
+        tracing::debug!(elapsed = ?started.elapsed(), prefix = %core.config.prefix, backend = %core.backend.kind(), "lockkit connected");
         watchdog::spawn(Arc::downgrade(&core), jobs_rx);
         Ok(LockClient { core })
     }

@@ -15,10 +15,10 @@ use std::{
     time::Duration,
 };
 
-use deadpool_redis::Pool;
+use deadpool_redis::{Pool, Runtime};
 use redis::aio::MultiplexedConnection;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// The lanes of one client.
 pub(crate) struct Connections {
@@ -40,9 +40,24 @@ pub(crate) struct Lane {
 }
 
 impl Connections {
-    pub(crate) fn new(pool: Pool, lanes: usize) -> Self {
+    /// Lanes to the Redis at `url`, connecting lazily. Connecting and every answer are bounded by
+    /// `command_timeout`.
+    pub(crate) fn open(url: &str, lanes: usize, command_timeout: Duration) -> Result<Self> {
+        let config_error = |what: &str| Error::new(ErrorKind::Config, what.to_owned());
+        // redis-rs would otherwise give every connection its own 500 ms response timeout, which
+        // would silently override `command_timeout`.
+        let connection_config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(command_timeout))
+            .set_connection_timeout(Some(command_timeout));
+        let manager = deadpool_redis::Manager::new_with_config(url, connection_config)
+            .map_err(|e| config_error("invalid redis url").with_source(e))?;
+        let pool = Pool::builder(manager)
+            .max_size(lanes.max(1))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| config_error("cannot build the redis pool").with_source(e))?;
         let lanes = (0..lanes.max(1)).map(|_| Mutex::new(None)).collect();
-        Self { pool, lanes, next: AtomicUsize::new(0) }
+        Ok(Self { pool, lanes, next: AtomicUsize::new(0) })
     }
 
     /// The next lane, connecting it first if it has no connection.
@@ -75,16 +90,5 @@ impl Connections {
         let outcome = op(&mut lane.conn).await.map_err(Error::from);
         self.report(&lane, &outcome);
         outcome
-    }
-
-    /// [`run`](Self::run), with the whole of it also bounded by `budget`, for callers with a
-    /// tighter deadline than the command timeout (the watchdog).
-    pub(crate) async fn run_within<T>(
-        &self,
-        what: &str,
-        budget: Duration,
-        op: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        tokio::time::timeout(budget, self.run(op)).await.unwrap_or_else(|_| Err(Error::unanswered(what, budget)))
     }
 }

@@ -3,12 +3,14 @@
 
 use std::sync::{Arc, atomic::Ordering};
 
-use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 
 use crate::{
-    connections::Connections, error::Result, keys::LockKeys, lease::Lease, metrics, registry::Registry,
-    scripts::SCRIPTS, wake::WakeHub,
+    backend::{Backend, BoxFuture},
+    error::Result,
+    lease::Lease,
+    metrics,
+    registry::Registry,
 };
 
 /// Settings shared by every lock of a client.
@@ -18,17 +20,17 @@ pub(crate) struct Config {
     pub(crate) default_lease: std::time::Duration,
     pub(crate) command_timeout: std::time::Duration,
     pub(crate) wake_safety_interval: std::time::Duration,
+    /// Redlock: longest wait for one node's answer (small against the lease).
+    pub(crate) node_timeout: std::time::Duration,
 }
 
 /// What clients, guards and the watchdog share.
 #[derive(Debug)]
 pub(crate) struct Core {
-    pub(crate) conns: Connections,
+    pub(crate) backend: Arc<dyn Backend>,
     pub(crate) config: Config,
     pub(crate) registry: Arc<Registry>,
-    /// To the watchdog task: releases from `Drop`, undo of cancelled acquires.
-    pub(crate) jobs: mpsc::UnboundedSender<Job>,
-    pub(crate) wake: WakeHub,
+    pub(crate) jobs: Jobs,
 }
 
 /// Work handed to the watchdog task by code that cannot await (a `Drop`).
@@ -36,10 +38,26 @@ pub(crate) enum Job {
     /// A guard was dropped without a completed `release()`. Carries the core so the release can
     /// run even if that guard held the last reference to the client.
     Release(Arc<Core>, Arc<Lease>),
-    /// An acquire was cancelled while its script was in flight, or its grant came too late to be
-    /// used: undo a possible grant with an owner-checked delete on the *same* connection, so it
-    /// reaches Redis after the acquire.
-    Abandoned { conn: MultiplexedConnection, keys: Arc<LockKeys>, token: String },
+    /// Work to finish in the background: the undo of an acquire that was cancelled while its
+    /// request was in flight, or whose grant came too late to be used.
+    Background(BoxFuture<'static, ()>),
+}
+
+/// The queue of [`Job`]s to the watchdog task.
+#[derive(Debug, Clone)]
+pub(crate) struct Jobs(pub(crate) mpsc::UnboundedSender<Job>);
+
+impl Jobs {
+    /// Queues `job`. If the watchdog is gone (the runtime is shutting down), it is dropped: leases
+    /// then simply expire.
+    pub(crate) fn send(&self, job: Job) {
+        let _ = self.0.send(job);
+    }
+
+    /// Queues `work` to run in the background.
+    pub(crate) fn background(&self, work: impl Future<Output = ()> + Send + 'static) {
+        self.send(Job::Background(Box::pin(work)));
+    }
 }
 
 impl Core {
@@ -63,11 +81,8 @@ impl Core {
                 metrics::held(lease.acquired_at.elapsed());
             }
         }
-        let keys = &lease.keys;
-        let mut invocation = SCRIPTS.release.prepare_invoke();
-        invocation.key(&keys.lock).arg(&lease.token).arg(&keys.released);
-        let deleted: i64 = self.conns.run(async |conn| invocation.invoke_async(conn).await).await?;
+        let held = self.backend.release(&lease.keys, &lease.token).await?;
         lease.release_confirmed.store(true, Ordering::Release);
-        Ok(deleted == 1)
+        Ok(held)
     }
 }

@@ -12,6 +12,9 @@ pub enum ErrorKind {
     LeaseLost,
     /// Redis could not be reached or did not answer in time. Retrying may help.
     Unavailable,
+    /// Redlock: fewer than a majority of its nodes answered, so nothing was decided (and no node
+    /// keeps a key for the attempt). Retrying may help once nodes return.
+    NoQuorum,
     /// Redis answered with an error that retrying will not fix (wrong type, script error, ACL).
     Redis,
     /// A lock name that cannot be used (empty, too long, or containing `{`/`}`).
@@ -65,6 +68,16 @@ impl Error {
         Self::new(ErrorKind::Unavailable, format!("redis did not answer {what} within {after:?}"))
     }
 
+    pub(crate) fn no_quorum(what: &str, answered: usize, quorum: usize, nodes: usize, silent: &[&str]) -> Self {
+        Self::new(
+            ErrorKind::NoQuorum,
+            format!(
+                "{answered} of {nodes} redlock nodes answered {what}, {quorum} needed (silent: {})",
+                silent.join(", ")
+            ),
+        )
+    }
+
     /// The coarse category of this error.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -80,14 +93,20 @@ impl Error {
         self.kind == ErrorKind::LeaseLost
     }
 
-    /// Redis was unreachable or slow; the same call may succeed later.
+    /// Redis was unreachable or slow (on Redlock: too few nodes answered); the same call may
+    /// succeed later.
     pub fn is_unavailable(&self) -> bool {
-        self.kind == ErrorKind::Unavailable
+        matches!(self.kind, ErrorKind::Unavailable | ErrorKind::NoQuorum)
+    }
+
+    /// Redlock could not reach a majority of its nodes.
+    pub fn is_no_quorum(&self) -> bool {
+        self.kind == ErrorKind::NoQuorum
     }
 
     /// Trying again (after a pause) may succeed: timeouts and unavailability.
     pub fn is_retryable(&self) -> bool {
-        matches!(self.kind, ErrorKind::Timeout | ErrorKind::Unavailable)
+        matches!(self.kind, ErrorKind::Timeout | ErrorKind::Unavailable | ErrorKind::NoQuorum)
     }
 }
 
@@ -127,6 +146,12 @@ impl From<redis::RedisError> for Error {
             ErrorKind::Redis
         };
         Error::new(kind, "redis error").with_source(e)
+    }
+}
+
+impl From<redis::ParsingError> for Error {
+    fn from(e: redis::ParsingError) -> Self {
+        Error::new(ErrorKind::Redis, "unexpected redis reply").with_source(e)
     }
 }
 

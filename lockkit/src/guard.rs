@@ -4,11 +4,11 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use crate::{
     Fence, LeaseLoss,
+    backend::{Renewal, Renewed},
     clock::Moment,
     core::{Core, Job},
     error::{Error, Result},
     lease::Lease,
-    scripts::{SCRIPTS, millis},
 };
 
 /// A held lock. Carry its [`fence`](LockGuard::fence) into every write the lock protects, watch
@@ -112,7 +112,8 @@ impl LockGuard {
         self.waited
     }
 
-    /// Sets the lease to `lease` from now, if we still own the lock (owner-checked `PEXPIRE`).
+    /// Sets the lease to `lease` from now, if we still own the lock (owner-checked `PEXPIRE`; on
+    /// Redlock, confirmed by a majority).
     /// On a watched lock the watchdog keeps renewing with the new length.
     pub async fn extend(&mut self, lease: Duration) -> Result<()> {
         let lease = lease.max(Duration::from_millis(10));
@@ -122,29 +123,33 @@ impl LockGuard {
             return Err(Error::lease_lost(self.name()));
         }
         let sent_at = Moment::now();
-        let keys = &self.lease.keys;
-        let mut invocation = SCRIPTS.extend.prepare_invoke();
-        invocation.key(&keys.lock).arg(&self.lease.token).arg(millis(lease));
+        let renewal = [Renewal { keys: &self.lease.keys, token: &self.lease.token, lease }];
+        let timeout = core.config.command_timeout;
         // (If this future is dropped here, the watchdog finds the lease again within a few
         // milliseconds: it keeps looking while a lease is busy.)
-        let extended = core.conns.run(async |conn| invocation.invoke_async::<i64>(conn).await).await;
-        let extended = match extended {
-            Ok(extended) => extended,
+        let extended = match tokio::time::timeout(timeout, core.backend.renew(&renewal)).await {
+            Ok(Ok(outcomes)) if outcomes[0] == Renewed::Unanswered => Err(Error::unanswered("an extension", timeout)),
+            Ok(Ok(outcomes)) => Ok(outcomes[0]),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::unanswered("an extension", timeout)),
+        };
+        match extended {
             Err(e) => {
                 // The old timetable stands; make sure the watchdog keeps to it.
                 core.registry.rescheduled(state.schedule.next_event());
-                return Err(e);
+                Err(e)
             }
-        };
-        if extended == 1 && self.lease.loss().is_none() {
-            state.schedule.extended(lease, sent_at);
-            self.lease.publish(&state);
-            core.registry.rescheduled(state.schedule.next_event());
-            Ok(())
-        } else {
-            self.lease.mark_lost(LeaseLoss::Gone);
-            core.registry.remove(self.lease.id);
-            Err(Error::lease_lost(self.name()))
+            Ok(Renewed::Extended) if self.lease.loss().is_none() => {
+                state.schedule.extended(lease, sent_at);
+                self.lease.publish(&state);
+                core.registry.rescheduled(state.schedule.next_event());
+                Ok(())
+            }
+            Ok(_) => {
+                self.lease.mark_lost(LeaseLoss::Gone);
+                core.registry.remove(self.lease.id);
+                Err(Error::lease_lost(self.name()))
+            }
         }
     }
 
@@ -165,7 +170,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            let _ = self.core.jobs.send(Job::Release(self.core.clone(), self.lease.clone()));
+            self.core.jobs.send(Job::Release(self.core.clone(), self.lease.clone()));
         }
     }
 }

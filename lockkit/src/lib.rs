@@ -5,8 +5,9 @@
 //! | module | what lives there |
 //! |---|---|
 //! | `client` | [`LockClient`] and its builder: a façade that validates settings, connects and starts the tasks; fence re-seeding |
-//! | `core` | what a client, its guards and its watchdog share (connections, settings, lease registry, job queue), and the idempotent release |
-//! | `connections` | long-lived multiplexed connections taken from a deadpool pool |
+//! | `core` | what a client, its guards and its watchdog share (backend, settings, lease registry, job queue), and the idempotent release |
+//! | `backend` | the seam to the servers ([`BackendKind`]): one Redis, Redis Cluster, Redlock; the connection URL |
+//! | `connections` | long-lived multiplexed connections taken from a deadpool pool (one Redis, each Redlock node) |
 //! | `acquire` | [`Acquire`]: the acquire script round trip and the wait loop |
 //! | `guard` | [`LockGuard`]: fence, loss signal, extend, release |
 //! | `lease` | shared state of a granted lease, its local deadline and renewal timetable; [`LeaseLoss`] |
@@ -21,13 +22,15 @@
 //! | `metrics` | metric names (the `metrics` facade; no exporter here) |
 //! | `error` | [`Error`], [`ErrorKind`] |
 //!
-//! Dependencies point one way: `client` → `acquire` → `guard` → `core` → `registry` → `lease` →
-//! `clock`; `watchdog` → `core`; nothing depends on `client` but `inspect`.
+//! Dependencies point one way: `client` → `acquire` → `guard` → `core` → `backend` (→
+//! `connections`, `scripts`, `wake`) and `registry` → `lease` → `clock`; `watchdog` → `core`;
+//! nothing depends on `client` but `inspect`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod acquire;
+mod backend;
 mod client;
 mod clock;
 mod connections;
@@ -45,6 +48,7 @@ mod wake;
 mod watchdog;
 
 pub use acquire::Acquire;
+pub use backend::BackendKind;
 pub use client::{DEFAULT_LEASE, LockClient, LockClientBuilder};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::Fence;

@@ -10,16 +10,16 @@ use std::{
     time::Duration,
 };
 
-use redis::aio::MultiplexedConnection;
 use tokio::sync::{OwnedMutexGuard, mpsc};
 
 use crate::{
     LeaseLoss,
+    backend::{Renewal, Renewed},
     clock::Moment,
     core::{Core, Job},
+    error::Error,
     lease::{Lease, LeaseState},
     metrics,
-    scripts::{SCRIPTS, extend_cmd, is_noscript, millis},
 };
 
 /// How long the watchdog sleeps when it watches nothing.
@@ -64,14 +64,8 @@ fn run_job(job: Job) {
                 }
             });
         }
-        Job::Abandoned { mut conn, keys, token } => {
-            tokio::spawn(async move {
-                let mut undo = SCRIPTS.release.prepare_invoke();
-                undo.key(&keys.lock).arg(&token).arg(&keys.released);
-                if let Err(e) = undo.invoke_async::<i64>(&mut conn).await {
-                    tracing::warn!(lock = %keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
-                }
-            });
+        Job::Background(work) => {
+            tokio::spawn(work);
         }
     }
 }
@@ -114,7 +108,7 @@ async fn tick(core: &Core) -> Moment {
     }
 }
 
-/// Renews a batch of leases in one round trip. The leases' state locks are held throughout, so a
+/// Renews a batch of leases (on one Redis: in one round trip). The leases' state locks are held throughout, so a
 /// release that starts meanwhile waits for this to finish (and then nothing renews it again).
 async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseState>)>) {
     let sent_at = Moment::now();
@@ -126,52 +120,61 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
         .min()
         .unwrap_or_default()
         .min(core.config.command_timeout);
-    let mut pipe = redis::pipe();
-    for (lease, state) in &batch {
-        pipe.add_command(extend_cmd(&lease.keys.lock, &lease.token, millis(state.schedule.lease())));
-    }
+    let renewals: Vec<Renewal<'_>> = batch
+        .iter()
+        .map(|(lease, state)| Renewal { keys: &lease.keys, token: &lease.token, lease: state.schedule.lease() })
+        .collect();
     metrics::renewal_round_trip();
-    let outcome = core.conns.run_within("a lease renewal", budget, async |conn| run_pipeline(conn, &pipe).await).await;
+    let outcome = tokio::time::timeout(budget, core.backend.renew(&renewals))
+        .await
+        .unwrap_or_else(|_| Err(Error::unanswered("a lease renewal", budget)));
+    drop(renewals);
     let now = Moment::now();
     match outcome {
-        Ok(replies) => {
-            let mut renewed = 0;
-            for ((lease, state), reply) in batch.iter_mut().zip(replies) {
-                renewed += usize::from(reply == 1);
+        Ok(outcomes) => {
+            let mut counts = [0; 3];
+            for ((lease, state), outcome) in batch.iter_mut().zip(outcomes) {
                 if lease.loss().is_some() {
                     // Presumed lost by a check while the renewal was in flight: it stays lost.
                     core.registry.remove(lease.id);
-                } else if reply == 1 {
-                    state.schedule.renewed(sent_at);
-                    lease.publish(state);
-                } else {
-                    lease.mark_lost(LeaseLoss::Gone);
-                    core.registry.remove(lease.id);
+                    continue;
+                }
+                match outcome {
+                    Renewed::Extended => {
+                        counts[0] += 1;
+                        state.schedule.renewed(sent_at);
+                        lease.publish(state);
+                    }
+                    Renewed::Gone => {
+                        counts[1] += 1;
+                        lease.mark_lost(LeaseLoss::Gone);
+                        core.registry.remove(lease.id);
+                    }
+                    Renewed::Unanswered => {
+                        counts[2] += 1;
+                        retry_or_lose(core, lease, state, now);
+                    }
                 }
             }
-            metrics::renewals("renewed", renewed);
-            metrics::renewals("gone", batch.len() - renewed);
+            metrics::renewals("renewed", counts[0]);
+            metrics::renewals("gone", counts[1]);
+            metrics::renewals("error", counts[2]);
         }
         Err(e) => {
             tracing::debug!(error = %e, leases = batch.len(), "lease renewal failed; retrying until the deadline");
             metrics::renewals("error", batch.len());
             for (lease, state) in &mut batch {
-                state.schedule.renewal_failed(now);
-                if state.schedule.is_expired(now) {
-                    lease.mark_lost(LeaseLoss::Expired);
-                    core.registry.remove(lease.id);
-                }
+                retry_or_lose(core, lease, state, now);
             }
         }
     }
 }
 
-async fn run_pipeline(conn: &mut MultiplexedConnection, pipe: &redis::Pipeline) -> redis::RedisResult<Vec<i64>> {
-    match pipe.query_async(conn).await {
-        Err(e) if is_noscript(&e) => {
-            SCRIPTS.extend.prepare_invoke().load_async(conn).await?;
-            pipe.query_async(conn).await
-        }
-        result => result,
+/// A renewal got no usable answer at `now`: retry soon, unless the deadline already passed.
+fn retry_or_lose(core: &Core, lease: &Lease, state: &mut LeaseState, now: Moment) {
+    state.schedule.renewal_failed(now);
+    if state.schedule.is_expired(now) {
+        lease.mark_lost(LeaseLoss::Expired);
+        core.registry.remove(lease.id);
     }
 }

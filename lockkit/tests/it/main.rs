@@ -1,13 +1,17 @@
-//! lockkit against a real Redis (`make services` starts one; `REDIS_URL` points elsewhere).
+//! lockkit against a real Redis (`make services` starts one; `REDIS_URL` points elsewhere), and
+//! against Redlock masters and a Redis Cluster that the tests start themselves (`servers`).
 //! One test binary; each module is one behaviour a user relies on.
 
+mod servers;
 mod support;
 
 mod cancel;
+mod cluster;
 mod fencing;
 mod interop;
 mod lease;
 mod lockctl;
 mod mutual_exclusion;
 mod operations;
+mod redlock;
 mod waiting;

@@ -1,0 +1,161 @@
+//! The backend seam: the few operations a lock needs from the servers that keep it. Everything
+//! above it (the acquire loop, the guard, the watchdog, release, metrics, errors) is written once
+//! against [`Backend`]; a backend only says how one attempt, one release, one batch of renewals
+//! and one fence raise reach its servers.
+//!
+//! | backend | URL | file |
+//! |---|---|---|
+//! | one Redis | `redis://`, `rediss://` | `single` |
+//! | Redis Cluster | `redis+cluster://`, `rediss+cluster://` | `cluster` |
+//! | Redlock over independent masters | `redlock://`, `redlocks://` | `redlock` |
+
+mod cluster;
+mod redlock;
+mod single;
+mod url;
+
+use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
+
+pub(crate) use self::url::BackendUrl;
+use crate::{
+    Fence, LockInfo,
+    core::{Config, Jobs},
+    error::Result,
+    keys::LockKeys,
+    wake::WakeHub,
+};
+
+/// A boxed future, so that [`Backend`] can be used as a trait object.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Which kind of deployment a [`LockClient`](crate::LockClient) talks to, chosen by its URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// One Redis server (`redis://`, `rediss://`).
+    Redis,
+    /// A Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
+    RedisCluster,
+    /// Redlock over independent Redis masters (`redlock://`, `redlocks://`).
+    Redlock {
+        /// Masters in the URL.
+        nodes: usize,
+        /// Masters that must agree: a majority.
+        quorum: usize,
+    },
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Redis => f.write_str("redis"),
+            Self::RedisCluster => f.write_str("redis-cluster"),
+            Self::Redlock { nodes, quorum } => write!(f, "redlock ({quorum} of {nodes})"),
+        }
+    }
+}
+
+/// What one acquire attempt came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// The lock is ours, under this fence.
+    Granted(Fence),
+    /// Someone else holds it, with this much lease left (`None`: unknown or no expiry).
+    Held(Option<Duration>),
+    /// Nobody won (Redlock's split vote): every partial grant was undone; retry after a jittered
+    /// pause rather than at once, so that contenders do not split again.
+    Contested,
+}
+
+/// One lease to renew.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Renewal<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a str,
+    pub(crate) lease: Duration,
+}
+
+/// What a renewal came to, per lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewed {
+    /// Extended by `lease` from when the request was sent.
+    Extended,
+    /// The lock is no longer ours (expired, deleted, taken over).
+    Gone,
+    /// No answer good enough to tell: retry until the deadline.
+    Unanswered,
+}
+
+/// The servers that keep the locks. Implementations must make every operation owner-checked by
+/// the token and bounded in time; the callers handle timetables, loss and metrics.
+pub(crate) trait Backend: Send + Sync + fmt::Debug {
+    /// Which kind this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Checks that the servers answer (for one Redis and a cluster) or says which do not (Redlock
+    /// connects to whatever answers: its nodes may come back).
+    fn ping(&self) -> BoxFuture<'_, Result<()>>;
+
+    /// One attempt to take the lock for `token` with a lease of `lease`. If the future is dropped
+    /// after the request may have reached a server, the backend hands an owner-checked undo to
+    /// `jobs`, ordered after the request.
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a Arc<LockKeys>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+    ) -> BoxFuture<'a, Result<Grant>>;
+
+    /// Owner-checked delete that wakes waiters; true when `token` still held the lock.
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Renews a batch of leases, one outcome per lease in order. The caller bounds the whole call.
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>>;
+
+    /// Raises the fence counter of a lock to at least `at_least`; returns its value afterwards.
+    fn raise_fence<'a>(&'a self, keys: &'a LockKeys, at_least: Fence) -> BoxFuture<'a, Result<Fence>>;
+
+    /// Locks under `prefix` whose names match `pattern`, sorted by name.
+    fn inspect<'a>(&'a self, prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>>;
+
+    /// The wake-up hub that tells waiters about releases.
+    fn wake(&self) -> &WakeHub;
+}
+
+/// Opens the backend that `url` names, without waiting for any server yet.
+pub(crate) fn open(url: &BackendUrl, config: &Config, connections: usize) -> Result<Arc<dyn Backend>> {
+    Ok(match url {
+        BackendUrl::Redis(url) => Arc::new(single::SingleRedis::open(url, config, connections)?),
+        BackendUrl::Cluster(nodes) => Arc::new(cluster::RedisCluster::open(nodes, config)?),
+        BackendUrl::Redlock(nodes) => Arc::new(redlock::Redlock::open(nodes, config, connections)?),
+    })
+}
+
+/// Hands an owner-checked undo to the background if an acquire is dropped while its request may
+/// have reached a server. The undo is prepared before the request is sent, on the same connection,
+/// so that it reaches the server after the request.
+pub(crate) struct UndoOnCancel<'a> {
+    jobs: &'a Jobs,
+    armed: Option<BoxFuture<'static, ()>>,
+}
+
+impl<'a> UndoOnCancel<'a> {
+    /// Arms `undo`; it runs in the background unless [`disarm`](Self::disarm)ed first.
+    pub(crate) fn new(jobs: &'a Jobs, undo: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self { jobs, armed: Some(Box::pin(undo)) }
+    }
+
+    /// The reply was read: nothing to undo.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for UndoOnCancel<'_> {
+    fn drop(&mut self) {
+        if let Some(undo) = self.armed.take() {
+            self.jobs.send(crate::core::Job::Background(undo));
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! Redlock over N independent Redis masters, with fencing tokens that Redlock alone cannot give.
+//!
+//! - **Acquire**: the acquire script on every node at once, each answer bounded by the node
+//!   timeout (small against the lease). The lock is ours when a majority (N/2+1) granted it within
+//!   the lease's validity: lease - elapsed - drift (1% of the lease + 2 ms), which the caller
+//!   checks against the lease clock. A failed attempt is released on every node before it returns.
+//! - **Fence**: each node counts its own grants, so their counters differ. The grant's fence is the
+//!   largest counter of the granting majority, written back (an atomic max) to every node that
+//!   answered before the grant is handed out. Any later majority shares a node with this one, so
+//!   its largest counter, after its own increment, is larger.
+//! - **Renewal** needs a majority to confirm; the lease is lost when a majority no longer has it.
+//! - **Release** is owner-checked on every node.
+//!
+//! What this does not guarantee, honestly:
+//! - A node that restarts without persistence forgets the keys and the counters it had. One such
+//!   node among five is covered: the other four still carry the written-back fence, and a majority
+//!   of them still hold the lock. If restarts leave a majority without the latest state, two
+//!   holders and a repeated fence are possible. Run nodes with `appendfsync always`, or keep a
+//!   restarted node out for one lease (antirez's delayed restart).
+//! - Clock jumps on a node (not the client) shorten or lengthen its expiry: validity assumes
+//!   clocks that drift by at most 1%.
+//! - A holder paused past its lease cannot be stopped by any lock. The store's fence check is what
+//!   keeps the data safe: it refuses the paused holder's writes once a newer fence was used.
+
+use std::{sync::Arc, time::Duration};
+
+use futures_util::future::join_all;
+use redis::aio::MultiplexedConnection;
+
+use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel};
+use crate::{
+    Fence, LockInfo,
+    connections::Connections,
+    core::{Config, Jobs},
+    error::{Error, ErrorKind, Result},
+    inspect::{self, NodeView},
+    keys::LockKeys,
+    scripts::{self, AcquireReply},
+    wake::WakeHub,
+};
+
+/// Independent masters and the majority that must agree.
+#[derive(Debug)]
+pub(crate) struct Redlock {
+    nodes: Vec<Node>,
+    quorum: usize,
+    node_timeout: Duration,
+    /// Wake-ups from the first node: a release publishes on every node. While that node is down,
+    /// waiters poll.
+    wake: WakeHub,
+}
+
+#[derive(Debug)]
+struct Node {
+    /// `host:port`, for logs (never the credentials).
+    address: String,
+    conns: Connections,
+}
+
+impl Redlock {
+    pub(crate) fn open(urls: &[String], config: &Config, connections: usize) -> Result<Self> {
+        let nodes = urls
+            .iter()
+            .map(|url| {
+                let address = url.rsplit('@').next().unwrap_or(url).rsplit("://").next().unwrap_or(url).to_owned();
+                Ok(Node { address, conns: Connections::open(url, connections, config.command_timeout)? })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let first = redis::Client::open(urls[0].as_str())
+            .map_err(|e| Error::new(ErrorKind::Config, "invalid redlock node url").with_source(e))?;
+        Ok(Self {
+            quorum: nodes.len() / 2 + 1,
+            nodes,
+            node_timeout: config.node_timeout.min(config.command_timeout),
+            wake: WakeHub::start(first, config.command_timeout),
+        })
+    }
+
+    /// How long to wait for one node's answer on a lease of `lease`: the node timeout, and never
+    /// more than a tenth of the lease.
+    fn within(&self, lease: Duration) -> Duration {
+        self.node_timeout.min(lease / 10).max(Duration::from_millis(1))
+    }
+
+    /// Runs `op` on every node at once, each bounded by `within`; one outcome per node, in order.
+    async fn on_all<T, F>(
+        &self,
+        what: &str,
+        within: Duration,
+        op: impl Fn(MultiplexedConnection) -> F,
+    ) -> Vec<Result<T>>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
+        let op = &op;
+        join_all(self.nodes.iter().map(|node| async move {
+            let run = async {
+                let lane = node.conns.checkout().await?;
+                let outcome = op(lane.conn.clone()).await.map_err(Error::from);
+                node.conns.report(&lane, &outcome);
+                outcome
+            };
+            tokio::time::timeout(within, run).await.unwrap_or_else(|_| Err(Error::unanswered(what, within)))
+        }))
+        .await
+    }
+
+    /// `Err` unless at least a quorum of `outcomes` are answers.
+    fn require_quorum<T>(&self, what: &str, outcomes: &[Result<T>]) -> Result<()> {
+        let answered = outcomes.iter().filter(|o| o.is_ok()).count();
+        if answered >= self.quorum {
+            return Ok(());
+        }
+        let silent: Vec<&str> =
+            self.nodes.iter().zip(outcomes).filter(|(_, o)| o.is_err()).map(|(n, _)| n.address.as_str()).collect();
+        Err(Error::no_quorum(what, answered, self.quorum, self.nodes.len(), &silent))
+    }
+
+    /// Owner-checked release on every node, on the given connections (those of the attempt, so that
+    /// each release follows its acquire). Returns how many nodes still had our token.
+    async fn release_on(
+        conns: Vec<Option<MultiplexedConnection>>,
+        keys: &LockKeys,
+        token: &str,
+        within: Duration,
+    ) -> usize {
+        let releases = conns.into_iter().flatten().map(|mut conn| async move {
+            matches!(tokio::time::timeout(within, scripts::release(&mut conn, keys, token)).await, Ok(Ok(true)))
+        });
+        join_all(releases).await.into_iter().filter(|released| *released).count()
+    }
+}
+
+impl Backend for Redlock {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redlock { nodes: self.nodes.len(), quorum: self.quorum }
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let outcomes = self
+                .on_all("a ping", self.node_timeout, |mut conn| async move {
+                    redis::cmd("PING").query_async::<()>(&mut conn).await
+                })
+                .await;
+            for (node, outcome) in self.nodes.iter().zip(&outcomes) {
+                if let Err(e) = outcome {
+                    tracing::warn!(node = %node.address, error = %e, "redlock node does not answer");
+                }
+            }
+            self.require_quorum("a ping", &outcomes)
+        })
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a Arc<LockKeys>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+    ) -> BoxFuture<'a, Result<Grant>> {
+        Box::pin(async move {
+            let within = self.within(lease);
+            // One connection per node, checked out first: the undo and the releases of a failed
+            // attempt go over the same connections, after the requests.
+            let lanes =
+                join_all(self.nodes.iter().map(|node| tokio::time::timeout(within, node.conns.checkout()))).await;
+            let mut lanes: Vec<_> = lanes.into_iter().map(|lane| lane.ok().and_then(Result::ok)).collect();
+            let conns: Vec<Option<MultiplexedConnection>> =
+                lanes.iter().map(|l| l.as_ref().map(|l| l.conn.clone())).collect();
+            let mut undo = {
+                let (conns, keys, token) = (conns.clone(), keys.clone(), token.to_owned());
+                UndoOnCancel::new(jobs, async move {
+                    Self::release_on(conns, &keys, &token, Duration::from_secs(1)).await;
+                })
+            };
+            let attempts = lanes.iter_mut().zip(&self.nodes).map(|(lane, node)| async move {
+                let Some(lane) = lane else { return Err(Error::unanswered("a redlock node", within)) };
+                let reply = tokio::time::timeout(within, scripts::acquire(&mut lane.conn, keys, token, lease))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))
+                    })
+                    .map_err(Error::from);
+                node.conns.report(lane, &reply);
+                reply
+            });
+            let replies = join_all(attempts).await;
+            let granted: Vec<u64> = replies
+                .iter()
+                .filter_map(|r| match r {
+                    Ok(AcquireReply::Granted(f)) => Some(*f),
+                    _ => None,
+                })
+                .collect();
+            if granted.len() >= self.quorum {
+                // Write the largest counter back to every node that answered, before it is used.
+                let fence = granted.iter().copied().max().unwrap_or(0);
+                let raises = conns.iter().zip(&replies).filter(|(_, r)| r.is_ok()).filter_map(|(c, _)| c.clone()).map(|mut conn| async move {
+                    matches!(tokio::time::timeout(within, scripts::raise_fence(&mut conn, keys, fence)).await, Ok(Ok(v)) if v >= fence)
+                });
+                if join_all(raises).await.into_iter().filter(|raised| *raised).count() >= self.quorum {
+                    undo.disarm();
+                    return Ok(Grant::Granted(Fence::new(fence)));
+                }
+            }
+            // Not ours: undo every partial grant now, so that no node keeps a key for it.
+            Self::release_on(conns, keys, token, within).await;
+            undo.disarm();
+            self.require_quorum("an acquire", &replies)?;
+            let held: Vec<Option<Duration>> = replies
+                .iter()
+                .filter_map(|r| match r {
+                    Ok(AcquireReply::Held(ttl)) => Some(*ttl),
+                    _ => None,
+                })
+                .collect();
+            Ok(if held.len() >= self.quorum { Grant::Held(held.into_iter().flatten().min()) } else { Grant::Contested })
+        })
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let outcomes = self
+                .on_all("a release", self.node_timeout, |mut conn| async move {
+                    scripts::release(&mut conn, keys, token).await
+                })
+                .await;
+            self.require_quorum("a release", &outcomes)?;
+            Ok(outcomes.iter().filter(|o| matches!(o, Ok(true))).count() >= self.quorum)
+        })
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
+        Box::pin(async move {
+            let within = self.within(batch.iter().map(|r| r.lease).min().unwrap_or_default());
+            let per_node = self
+                .on_all("a renewal", within, |mut conn| async move {
+                    scripts::extend_pipelined(&mut conn, batch.iter().map(|r| (r.keys, r.token, r.lease))).await
+                })
+                .await;
+            let outcomes = (0..batch.len())
+                .map(|i| {
+                    let answers = per_node.iter().filter_map(|node| node.as_ref().ok().map(|replies| replies[i]));
+                    let (extended, gone) =
+                        answers.fold((0, 0), |(yes, no), ours| if ours { (yes + 1, no) } else { (yes, no + 1) });
+                    if extended >= self.quorum {
+                        Renewed::Extended
+                    } else if gone > self.nodes.len() - self.quorum {
+                        Renewed::Gone
+                    } else {
+                        Renewed::Unanswered
+                    }
+                })
+                .collect();
+            Ok(outcomes)
+        })
+    }
+
+    fn raise_fence<'a>(&'a self, keys: &'a LockKeys, at_least: Fence) -> BoxFuture<'a, Result<Fence>> {
+        Box::pin(async move {
+            let outcomes = self
+                .on_all("a fence raise", self.node_timeout, |mut conn| async move {
+                    scripts::raise_fence(&mut conn, keys, at_least.get()).await
+                })
+                .await;
+            self.require_quorum("a fence raise", &outcomes)?;
+            Ok(Fence::new(outcomes.iter().filter_map(|o| o.as_ref().ok().copied()).max().unwrap_or(0)))
+        })
+    }
+
+    fn inspect<'a>(&'a self, prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
+        Box::pin(async move {
+            let timeout = self.node_timeout.max(Duration::from_secs(1));
+            let scans =
+                self.on_all("a scan", timeout, |mut conn| async move {
+                    inspect::scan_names(&mut conn, prefix, pattern).await
+                })
+                .await;
+            self.require_quorum("an inspection", &scans)?;
+            let names: std::collections::BTreeSet<String> = scans.into_iter().flatten().flatten().collect();
+            let mut infos = Vec::with_capacity(names.len());
+            for name in names {
+                let keys = &LockKeys::new(prefix, &name)?;
+                let views: Vec<NodeView> = self
+                    .on_all("a lock view", timeout, |mut conn| async move { inspect::read_view(&mut conn, keys).await })
+                    .await
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let holders: Vec<&NodeView> = views.iter().filter(|v| v.exists).collect();
+                infos.push(LockInfo {
+                    name,
+                    held: holders.len() >= self.quorum,
+                    ttl: holders.iter().filter_map(|v| v.ttl).min(),
+                    fence: views.iter().filter_map(|v| v.fence).max().map(Fence::new),
+                });
+            }
+            Ok(infos)
+        })
+    }
+
+    fn wake(&self) -> &WakeHub {
+        &self.wake
+    }
+}

@@ -1,0 +1,108 @@
+//! One Redis server: every operation is one script on one of a few multiplexed connections, and
+//! a batch of renewals is one pipeline.
+
+use std::{sync::Arc, time::Duration};
+
+use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel};
+use crate::{
+    Fence, LockInfo,
+    connections::Connections,
+    core::{Config, Jobs},
+    error::{Error, ErrorKind, Result},
+    inspect,
+    keys::LockKeys,
+    scripts::{self, AcquireReply},
+    wake::WakeHub,
+};
+
+/// One Redis server.
+#[derive(Debug)]
+pub(crate) struct SingleRedis {
+    conns: Connections,
+    wake: WakeHub,
+}
+
+impl SingleRedis {
+    pub(crate) fn open(url: &str, config: &Config, connections: usize) -> Result<Self> {
+        let conns = Connections::open(url, connections, config.command_timeout)?;
+        let client =
+            redis::Client::open(url).map_err(|e| Error::new(ErrorKind::Config, "invalid redis url").with_source(e))?;
+        Ok(Self { conns, wake: WakeHub::start(client, config.command_timeout) })
+    }
+}
+
+impl Backend for SingleRedis {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Redis
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move { self.conns.run(async |conn| redis::cmd("PING").query_async::<()>(conn).await).await })
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a Arc<LockKeys>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+    ) -> BoxFuture<'a, Result<Grant>> {
+        Box::pin(async move {
+            // Connecting is bounded by the connection timeout, the script by the response timeout.
+            let mut lane = self.conns.checkout().await?;
+            let mut undo = {
+                let (mut conn, keys, token) = (lane.conn.clone(), keys.clone(), token.to_owned());
+                UndoOnCancel::new(jobs, async move {
+                    if let Err(e) = scripts::release(&mut conn, &keys, &token).await {
+                        tracing::warn!(lock = %keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
+                    }
+                })
+            };
+            let reply = scripts::acquire(&mut lane.conn, keys, token, lease).await.map_err(Into::into);
+            self.conns.report(&lane, &reply);
+            // An error leaves `undo` armed: the script may have run although its answer was lost.
+            let reply = reply?;
+            undo.disarm();
+            Ok(match reply {
+                AcquireReply::Granted(fence) => Grant::Granted(Fence::new(fence)),
+                AcquireReply::Held(ttl) => Grant::Held(ttl),
+            })
+        })
+    }
+
+    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.conns.run(async move |conn| scripts::release(conn, keys, token).await))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
+        Box::pin(async move {
+            let leases = batch.iter().map(|r| (r.keys, r.token, r.lease));
+            let replies = self.conns.run(async |conn| scripts::extend_pipelined(conn, leases).await).await?;
+            Ok(replies.into_iter().map(|ours| if ours { Renewed::Extended } else { Renewed::Gone }).collect())
+        })
+    }
+
+    fn raise_fence<'a>(&'a self, keys: &'a LockKeys, at_least: Fence) -> BoxFuture<'a, Result<Fence>> {
+        Box::pin(async move {
+            let value = self.conns.run(async |conn| scripts::raise_fence(conn, keys, at_least.get()).await).await?;
+            Ok(Fence::new(value))
+        })
+    }
+
+    fn inspect<'a>(&'a self, prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
+        Box::pin(async move {
+            let names = self.conns.run(async |conn| inspect::scan_names(conn, prefix, pattern).await).await?;
+            let mut infos = Vec::with_capacity(names.len());
+            for name in names {
+                let keys = LockKeys::new(prefix, &name)?;
+                let view = self.conns.run(async |conn| inspect::read_view(conn, &keys).await).await?;
+                infos.push(view.into_info(name));
+            }
+            Ok(infos)
+        })
+    }
+
+    fn wake(&self) -> &WakeHub {
+        &self.wake
+    }
+}
