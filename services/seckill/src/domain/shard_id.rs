@@ -1,8 +1,11 @@
 use std::fmt;
 
+use serde::Serialize;
+
 /// One shard of a sale's stock: an index from 0 to `shards - 1`. Each shard has its own lock,
-/// fence and row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// fence and row. Serializes as its index (a plain number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
 pub struct ShardId(u32);
 
 impl ShardId {

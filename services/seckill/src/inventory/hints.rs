@@ -5,7 +5,12 @@
 
 use redis::{AsyncCommands, aio::ConnectionManager};
 
-use crate::{domain::Sale, domain::Sku, inventory::InventoryError, store::Db};
+use super::planner::Part;
+use crate::{
+    domain::{Sale, ShardId, Sku},
+    inventory::InventoryError,
+    store::Db,
+};
 
 /// Field holding the sale's generation; the others are shard indexes.
 const GENERATION: &str = "gen";
@@ -79,17 +84,17 @@ impl Hints {
     }
 
     /// Records the exact stock of one shard (just read from PostgreSQL).
-    pub async fn set(&self, sku: &Sku, shard: u32, remaining: i64) -> Result<(), InventoryError> {
-        let _: () = self.redis.clone().hset(Self::key(sku), shard, remaining).await?;
+    pub async fn set(&self, sku: &Sku, shard: ShardId, remaining: i64) -> Result<(), InventoryError> {
+        let _: () = self.redis.clone().hset(Self::key(sku), shard.get(), remaining).await?;
         Ok(())
     }
 
-    /// Subtracts units just sold.
-    pub async fn take(&self, sku: &Sku, parts: &[(u32, u32)]) -> Result<(), InventoryError> {
+    /// Subtracts units just sold (the parts of the plan that sold them).
+    pub async fn take(&self, sku: &Sku, parts: &[Part]) -> Result<(), InventoryError> {
         let key = Self::key(sku);
         let mut pipe = redis::pipe();
-        for &(shard, take) in parts {
-            pipe.hincr(&key, shard, -i64::from(take)).ignore();
+        for part in parts {
+            pipe.hincr(&key, part.shard.get(), -i64::from(part.take)).ignore();
         }
         let _: () = pipe.query_async(&mut self.redis.clone()).await?;
         Ok(())

@@ -247,7 +247,7 @@ impl Inventory {
                 Ok(Attempt::Bought(record)) => {
                     // Off the request's path: a lagging hint only costs a later request a read.
                     let (hints, sku) = (self.hints.clone(), sale.sku.clone());
-                    let taken: Vec<(u32, u32)> = plan.parts.iter().map(|p| (p.shard, p.take)).collect();
+                    let taken = plan.parts;
                     tokio::spawn(async move {
                         if let Err(e) = hints.take(&sku, &taken).await {
                             tracing::debug!(error = %e, "hint update failed; the next read corrects it");
@@ -256,7 +256,7 @@ impl Inventory {
                     return Ok(Purchase { record, replayed: false });
                 }
                 Ok(Attempt::Short { shard, remaining }) => {
-                    current[shard as usize] = remaining;
+                    current[shard.get() as usize] = remaining;
                     self.hints.set(&sale.sku, shard, remaining).await?;
                 }
                 Ok(Attempt::Contended(shard)) => contended.push(shard),

@@ -9,11 +9,13 @@
 //!    same order and cannot deadlock.
 //! 4. Otherwise the hints say sold out; the caller confirms with PostgreSQL.
 
+use crate::domain::ShardId;
+
 /// Units taken from one shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Part {
-    /// Shard index.
-    pub shard: u32,
+    /// The shard.
+    pub shard: ShardId,
     /// Units taken from it.
     pub take: u32,
 }
@@ -39,16 +41,17 @@ pub enum Planned {
 /// Shards tried without waiting before a request queues for one.
 pub const PROBES: usize = 2;
 
-/// Plans an order of `quantity` units given `hints` (remaining per shard), the shards found
-/// `contended` since the request started, and a random `start` shard.
-pub fn plan(hints: &[i64], quantity: u32, contended: &[u32], start: usize) -> Planned {
+/// Plans an order of `quantity` units given `hints` (remaining per shard, indexed by shard), the
+/// shards found `contended` since the request started, and a random `start` shard index.
+pub fn plan(hints: &[i64], quantity: u32, contended: &[ShardId], start: usize) -> Planned {
     let n = hints.len();
     let q = i64::from(quantity);
     let enough = |shard: usize| hints[shard] >= q;
     let rotation = (0..n).map(|i| (start + i) % n);
-    let single = |shard: usize, wait: bool| Planned::Try(Plan { parts: vec![Part { shard: shard as u32, take: quantity }], wait });
+    let id = |shard: usize| ShardId::new(shard as u32);
+    let single = |shard: usize, wait: bool| Planned::Try(Plan { parts: vec![Part { shard: id(shard), take: quantity }], wait });
     if contended.len() < PROBES
-        && let Some(shard) = rotation.clone().find(|&s| enough(s) && !contended.contains(&(s as u32)))
+        && let Some(shard) = rotation.clone().find(|&s| enough(s) && !contended.contains(&id(s)))
     {
         return single(shard, false);
     }
@@ -66,7 +69,7 @@ pub fn plan(hints: &[i64], quantity: u32, contended: &[u32], start: usize) -> Pl
         }
         let take = hint.max(0).min(need);
         if take > 0 {
-            parts.push(Part { shard: shard as u32, take: take as u32 });
+            parts.push(Part { shard: id(shard), take: take as u32 });
             need -= take;
         }
     }
@@ -79,7 +82,7 @@ mod tests {
 
     fn parts(planned: Planned) -> Vec<(u32, u32)> {
         match planned {
-            Planned::Try(plan) => plan.parts.iter().map(|p| (p.shard, p.take)).collect(),
+            Planned::Try(plan) => plan.parts.iter().map(|p| (p.shard.get(), p.take)).collect(),
             Planned::SoldOut => vec![],
         }
     }
@@ -92,14 +95,15 @@ mod tests {
 
     #[test]
     fn probes_uncontended_shards_before_waiting() {
-        assert_eq!(plan(&[5, 5], 1, &[0], 0), Planned::Try(Plan { parts: vec![Part { shard: 1, take: 1 }], wait: false }));
-        assert_eq!(plan(&[5, 5], 1, &[0, 1], 0), Planned::Try(Plan { parts: vec![Part { shard: 0, take: 1 }], wait: true }));
+        let (s0, s1) = (ShardId::new(0), ShardId::new(1));
+        assert_eq!(plan(&[5, 5], 1, &[s0], 0), Planned::Try(Plan { parts: vec![Part { shard: s1, take: 1 }], wait: false }));
+        assert_eq!(plan(&[5, 5], 1, &[s0, s1], 0), Planned::Try(Plan { parts: vec![Part { shard: s0, take: 1 }], wait: true }));
     }
 
     #[test]
     fn waits_after_two_probes() {
-        let planned = plan(&[5, 5, 5, 5], 1, &[1, 2], 1);
-        assert_eq!(planned, Planned::Try(Plan { parts: vec![Part { shard: 1, take: 1 }], wait: true }));
+        let planned = plan(&[5, 5, 5, 5], 1, &[ShardId::new(1), ShardId::new(2)], 1);
+        assert_eq!(planned, Planned::Try(Plan { parts: vec![Part { shard: ShardId::new(1), take: 1 }], wait: true }));
     }
 
     #[test]

@@ -34,13 +34,13 @@ impl ShardLocks {
         &self.client
     }
 
-    fn name(sku: &Sku, shard: u32) -> String {
+    fn name(sku: &Sku, shard: ShardId) -> String {
         format!("seckill:{sku}:{shard}")
     }
 
     /// Locks the plan's shards in ascending order. A probing plan tries once and reports the
     /// contended shard as `Err(shard)`; a waiting plan waits until `deadline` (then `Busy`).
-    pub async fn lock(&self, sku: &Sku, plan: &Plan, deadline: Instant) -> Result<Result<HeldShards, u32>, InventoryError> {
+    pub async fn lock(&self, sku: &Sku, plan: &Plan, deadline: Instant) -> Result<Result<HeldShards, ShardId>, InventoryError> {
         let mut guards = Vec::with_capacity(plan.parts.len());
         for part in &plan.parts {
             let name = Self::name(sku, part.shard);
@@ -61,24 +61,24 @@ impl ShardLocks {
 
     /// Tries once to lock one shard (an owner taking it over); `None` when someone holds it.
     pub async fn try_lock_shard(&self, sku: &Sku, shard: ShardId) -> Result<Option<LockGuard>, InventoryError> {
-        Ok(self.client.try_lock(&Self::name(sku, shard.get())).await?)
+        Ok(self.client.try_lock(&Self::name(sku, shard)).await?)
     }
 
     /// After a claim was refused: if the store has seen a larger fence than Redis would grant
     /// (Redis lost its counters), raise the counter so the next grant outranks the store.
-    pub async fn reseed_from_store(&self, db: &Db, sku: &Sku, shard: u32) -> Result<(), InventoryError> {
+    pub async fn reseed_from_store(&self, db: &Db, sku: &Sku, shard: ShardId) -> Result<(), InventoryError> {
         let stored = db.shard_fence(sku, shard).await?;
         let name = Self::name(sku, shard);
-        let fence = self.client.ensure_fence_at_least(&name, Fence::new(stored.max(0) as u64)).await?;
-        tracing::debug!(%sku, shard, stored, fence = %fence, "fence counter re-seeded from the store");
+        let fence = self.client.ensure_fence_at_least(&name, stored).await?;
+        tracing::debug!(%sku, %shard, %stored, fence = %fence, "fence counter re-seeded from the store");
         Ok(())
     }
 }
 
 impl HeldShards {
     /// The fence of the i-th locked shard (plan order).
-    pub fn fence(&self, i: usize) -> i64 {
-        self.guards[i].fence().as_i64()
+    pub fn fence(&self, i: usize) -> Fence {
+        self.guards[i].fence()
     }
 
     /// Whether any lease was already lost (the watchdog said so): do not write.

@@ -37,7 +37,6 @@ pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<Str
     let db = inventory.db();
     let (audit, shards) = tokio::try_join!(db.audit(&sku), db.shard_rows(&sku))?;
     let audit = audit.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
-    let shards: Vec<_> = shards.iter().map(|s| json!({"shard": s.shard, "remaining": s.remaining, "fence": s.fence})).collect();
     Ok(HttpResponse::Ok().json(json!({
         "sku": sku.as_str(),
         "total": audit.total,

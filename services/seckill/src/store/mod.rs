@@ -13,12 +13,13 @@ mod shards;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use lockkit::Fence;
 use tokio_postgres::NoTls;
 
 pub use audit::Audit;
 pub use error::StoreError;
 pub(crate) use orders::commit_order_on;
-pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord};
+pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord, ShardGuard};
 pub use owners::{BatchOrder, BatchOutcome, BatchShard, OrderOutcome, OwnerWriteError};
 pub use sales::ShardRow;
 pub use shards::ShardRead;
@@ -81,4 +82,15 @@ impl Db {
             Err(_) => false,
         }
     }
+}
+
+/// A fence as read back from a `bigint` column. Only granted fences (positive) or 0 are ever
+/// stored; anything below 0 reads as 0.
+fn fence_from_sql(value: i64) -> Fence {
+    Fence::new(value.max(0) as u64)
+}
+
+/// Serializes a fence as the number PostgreSQL stores, for the answers that show one.
+fn serialize_fence<S: serde::Serializer>(fence: &Fence, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_i64(fence.as_i64())
 }

@@ -2,11 +2,12 @@
 //! idempotency key.
 
 use deadpool_postgres::GenericClient;
+use lockkit::Fence;
 use serde::Serialize;
 use tokio_postgres::error::SqlState;
 
-use super::{Db, StoreError};
-use crate::domain::{OrderRequest, Sku};
+use super::{Db, StoreError, fence_from_sql};
+use crate::domain::{OrderRequest, ShardId, Sku};
 
 /// An accepted order, as answered to the client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -20,9 +21,15 @@ pub struct OrderRecord {
     /// Units bought.
     pub quantity: u32,
     /// The (first) shard the units came from.
-    pub shard: u32,
-    /// The fence under which it was written (0 for unfenced strategies).
-    pub fence: i64,
+    pub shard: ShardId,
+    /// The fence under which it was written ([`OrderRecord::NO_FENCE`] for unfenced strategies).
+    #[serde(serialize_with = "super::serialize_fence")]
+    pub fence: Fence,
+}
+
+impl OrderRecord {
+    /// The fence of an order written without one: 0, as stored and answered.
+    pub const NO_FENCE: Fence = Fence::new(0);
 }
 
 /// How the commit guards each shard write (see `seckill_commit` in the migration).
@@ -50,17 +57,39 @@ impl CommitGuard {
     }
 }
 
+/// What guards one shard's write, matching the commit's [`CommitGuard`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardGuard {
+    /// The fence of the lock held on the shard ([`CommitGuard::Claim`]).
+    Fence(Fence),
+    /// The version the shard had when read ([`CommitGuard::Version`]).
+    Version(i64),
+    /// Nothing per shard ([`CommitGuard::Atomic`], [`CommitGuard::None`]).
+    Unguarded,
+}
+
+impl ShardGuard {
+    /// The `p_guards` value of `seckill_commit`: the fence or the version, else 0 (ignored).
+    fn as_sql(self) -> i64 {
+        match self {
+            Self::Fence(fence) => fence.as_i64(),
+            Self::Version(version) => version,
+            Self::Unguarded => 0,
+        }
+    }
+}
+
 /// One shard's share of an order, with what the commit needs for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitPart {
-    /// Shard index.
-    pub shard: u32,
+    /// The shard.
+    pub shard: ShardId,
     /// Units taken from it.
     pub take: u32,
     /// Stock left after this order, as computed by the caller (ignored by `Atomic` and `Claim`).
     pub new_remaining: i64,
-    /// Fence (`Claim`) or version (`Version`) to guard with; ignored otherwise.
-    pub guard: i64,
+    /// What guards the write: a fence for `Claim`, a version for `Version`; ignored otherwise.
+    pub guard: ShardGuard,
 }
 
 /// Why a commit did not happen.
@@ -73,7 +102,7 @@ pub enum CommitError {
     #[error("shard {shard} has {remaining} left")]
     Short {
         /// The shard.
-        shard: u32,
+        shard: ShardId,
         /// What it has.
         remaining: i64,
     },
@@ -103,9 +132,9 @@ impl From<tokio_postgres::Error> for CommitError {
 }
 
 /// Parses SK003's `DETAIL 'shard:remaining'`.
-fn short_from_detail(e: &tokio_postgres::Error) -> Option<(u32, i64)> {
+fn short_from_detail(e: &tokio_postgres::Error) -> Option<(ShardId, i64)> {
     let (shard, remaining) = e.as_db_error()?.detail()?.split_once(':')?;
-    Some((shard.parse().ok()?, remaining.parse().ok()?))
+    Some((ShardId::new(shard.parse().ok()?), remaining.parse().ok()?))
 }
 
 impl From<deadpool_postgres::PoolError> for CommitError {
@@ -142,8 +171,8 @@ impl Db {
             sku: sku.to_string(),
             user_id: r.get(1),
             quantity: r.get::<_, i32>(2) as u32,
-            shard: r.get::<_, i32>(3) as u32,
-            fence: r.get(4),
+            shard: ShardId::new(r.get::<_, i32>(3) as u32),
+            fence: fence_from_sql(r.get(4)),
         }))
     }
 }
@@ -157,10 +186,10 @@ pub(crate) async fn commit_order_on(
     parts: &[CommitPart],
     guard: CommitGuard,
 ) -> Result<OrderRecord, CommitError> {
-    let shards: Vec<i32> = parts.iter().map(|p| p.shard as i32).collect();
+    let shards: Vec<i32> = parts.iter().map(|p| p.shard.as_sql()).collect();
     let takes: Vec<i32> = parts.iter().map(|p| p.take as i32).collect();
     let new_remaining: Vec<i32> = parts.iter().map(|p| p.new_remaining as i32).collect();
-    let guards: Vec<i64> = parts.iter().map(|p| p.guard).collect();
+    let guards: Vec<i64> = parts.iter().map(|p| p.guard.as_sql()).collect();
     let row = client
         .query_one(
             "SELECT order_id FROM seckill_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -184,6 +213,27 @@ pub(crate) async fn commit_order_on(
         user_id: request.user_id.to_string(),
         quantity: request.quantity.get(),
         shard: parts[0].shard,
-        fence: if guard == CommitGuard::Claim { parts[0].guard } else { 0 },
+        fence: match (guard, parts[0].guard) {
+            (CommitGuard::Claim, ShardGuard::Fence(fence)) => fence,
+            _ => OrderRecord::NO_FENCE,
+        },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn record(fence: Fence) -> OrderRecord {
+        OrderRecord { order_id: 7, sku: "sku-1".into(), user_id: "u1".into(), quantity: 2, shard: ShardId::new(3), fence }
+    }
+
+    #[test]
+    fn answers_shard_and_fence_as_plain_numbers() {
+        let expected = json!({"order_id": 7, "sku": "sku-1", "user_id": "u1", "quantity": 2, "shard": 3, "fence": 42});
+        assert_eq!(serde_json::to_value(record(Fence::new(42))).unwrap(), expected);
+        assert_eq!(serde_json::to_value(record(OrderRecord::NO_FENCE)).unwrap()["fence"], json!(0));
+    }
 }

@@ -1,19 +1,22 @@
 //! The `sales` and `shards` rows: creating or resetting a sale, reading it back.
 
+use lockkit::Fence;
+use serde::Serialize;
 use tokio_postgres::Row;
 
-use super::{Db, StoreError};
-use crate::domain::{Sale, SaleSpec, Sku};
+use super::{Db, StoreError, fence_from_sql};
+use crate::domain::{Sale, SaleSpec, ShardId, Sku};
 
-/// One shard's row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One shard's row, serialized as the sale's answer shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ShardRow {
-    /// Shard index, from 0.
-    pub shard: u32,
+    /// The shard.
+    pub shard: ShardId,
     /// Units left.
     pub remaining: i64,
     /// Highest fence accepted.
-    pub fence: i64,
+    #[serde(serialize_with = "super::serialize_fence")]
+    pub fence: Fence,
 }
 
 impl Db {
@@ -74,7 +77,11 @@ impl Db {
         let rows = client.query("SELECT shard, remaining, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()]).await?;
         Ok(rows
             .iter()
-            .map(|r| ShardRow { shard: r.get::<_, i32>(0) as u32, remaining: i64::from(r.get::<_, i32>(1)), fence: r.get(2) })
+            .map(|r| ShardRow {
+                shard: ShardId::new(r.get::<_, i32>(0) as u32),
+                remaining: i64::from(r.get::<_, i32>(1)),
+                fence: fence_from_sql(r.get(2)),
+            })
             .collect())
     }
 
@@ -112,4 +119,17 @@ fn sale_from_row(sku: &Sku, row: &Row) -> Result<Sale, StoreError> {
         },
         generation: row.get(5),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_shard_row_shows_plain_numbers() {
+        let row = ShardRow { shard: ShardId::new(1), remaining: 5, fence: Fence::new(9) };
+        assert_eq!(serde_json::to_value(row).unwrap(), json!({"shard": 1, "remaining": 5, "fence": 9}));
+    }
 }

@@ -2,42 +2,44 @@
 //! fence, with its version, or locked `FOR UPDATE` inside a transaction.
 
 use deadpool_postgres::GenericClient;
+use lockkit::Fence;
 
-use super::Db;
 use super::StoreError;
-use crate::domain::Sku;
+use super::{Db, ShardGuard, fence_from_sql};
+use crate::domain::{ShardId, Sku};
 
 /// What a read of a shard returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShardRead {
     /// Units left.
     pub remaining: i64,
-    /// The value the commit must guard with (fence, version), or 0.
-    pub guard: i64,
+    /// What the commit must guard the write with: the version for a versioned read, else
+    /// [`ShardGuard::Unguarded`].
+    pub guard: ShardGuard,
 }
 
 impl Db {
     /// The shard's stock, unprotected.
-    pub async fn read_shard(&self, sku: &Sku, shard: u32) -> Result<ShardRead, StoreError> {
+    pub async fn read_shard(&self, sku: &Sku, shard: ShardId) -> Result<ShardRead, StoreError> {
         let client = self.client().await?;
-        let row = client.query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
-        Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: 0 })
+        let row = client.query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &shard.as_sql()]).await?;
+        Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: ShardGuard::Unguarded })
     }
 
     /// The highest fence the shard has accepted.
-    pub async fn shard_fence(&self, sku: &Sku, shard: u32) -> Result<i64, StoreError> {
+    pub async fn shard_fence(&self, sku: &Sku, shard: ShardId) -> Result<Fence, StoreError> {
         let client = self.client().await?;
-        let row = client.query_one("SELECT fence FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)]).await?;
-        Ok(row.get(0))
+        let row = client.query_one("SELECT fence FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &shard.as_sql()]).await?;
+        Ok(fence_from_sql(row.get(0)))
     }
 
     /// The shard's stock and version, for a compare-and-set.
-    pub async fn read_shard_versioned(&self, sku: &Sku, shard: u32) -> Result<ShardRead, StoreError> {
+    pub async fn read_shard_versioned(&self, sku: &Sku, shard: ShardId) -> Result<ShardRead, StoreError> {
         let client = self.client().await?;
         let row = client
-            .query_one("SELECT remaining, version FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &(shard as i32)])
+            .query_one("SELECT remaining, version FROM shards WHERE sku = $1 AND shard = $2", &[&sku.as_str(), &shard.as_sql()])
             .await?;
-        Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: row.get(1) })
+        Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: ShardGuard::Version(row.get(1)) })
     }
 
     /// Total units left over all shards of the sale: the authority for `sold_out`.
@@ -50,12 +52,13 @@ impl Db {
 
 /// Locks the shards `FOR UPDATE` (in ascending order, so concurrent transactions cannot deadlock)
 /// within the caller's transaction and reads them.
-pub(crate) async fn lock_shards_for_update(tx: &impl GenericClient, sku: &Sku, shards: &[i32]) -> Result<Vec<ShardRead>, StoreError> {
+pub(crate) async fn lock_shards_for_update(tx: &impl GenericClient, sku: &Sku, shards: &[ShardId]) -> Result<Vec<ShardRead>, StoreError> {
+    let shards: Vec<i32> = shards.iter().map(|s| s.as_sql()).collect();
     let rows = tx
         .query(
             "SELECT shard, remaining FROM shards WHERE sku = $1 AND shard = ANY($2) ORDER BY shard FOR UPDATE",
             &[&sku.as_str(), &shards],
         )
         .await?;
-    Ok(rows.iter().map(|r| ShardRead { remaining: i64::from(r.get::<_, i32>(1)), guard: 0 }).collect())
+    Ok(rows.iter().map(|r| ShardRead { remaining: i64::from(r.get::<_, i32>(1)), guard: ShardGuard::Unguarded }).collect())
 }

@@ -133,13 +133,13 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>, ou
                     }
                 }
                 let (first, _) = order.parts[0];
-                let fence = state.shards.get(&first).map_or(0, |s| s.fence.as_i64());
+                let fence = state.shards.get(&first).map_or(OrderRecord::NO_FENCE, |s| s.fence);
                 Decided::Committed(OrderRecord {
                     order_id,
                     sku: sale.sku.to_string(),
                     user_id: order.request.user_id.to_string(),
                     quantity: order.request.quantity.get(),
-                    shard: first.get(),
+                    shard: first,
                     fence,
                 })
             }

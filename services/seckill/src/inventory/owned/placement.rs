@@ -199,7 +199,7 @@ impl Placement {
                     // (or the sale was reset). Raise the counter above the store's and move on.
                     // (The claim itself counted the rejection in the sale's row.)
                     metrics::counter!("seckill_fence_rejections_total").increment(1);
-                    self.locks.reseed_from_store(&self.db, &sale.sku, shard.get()).await?;
+                    self.locks.reseed_from_store(&self.db, &sale.sku, shard).await?;
                     self.surrenders.send(owner, vec![Surrendered { shard, guard, empty: false }]);
                 }
                 Err(e) => {
@@ -295,7 +295,7 @@ fn demand_key(sku: &Sku) -> String {
 async fn release_surrendered(mut rx: mpsc::UnboundedReceiver<(Sku, Vec<Surrendered>)>, hints: Hints) {
     while let Some((sku, shards)) = rx.recv().await {
         for Surrendered { shard, guard, empty } in shards {
-            if empty && let Err(e) = hints.set(&sku, shard.get(), 0).await {
+            if empty && let Err(e) = hints.set(&sku, shard, 0).await {
                 tracing::debug!(error = %e, "hint update failed; the next read corrects it");
             }
             if let Err(e) = guard.release().await {

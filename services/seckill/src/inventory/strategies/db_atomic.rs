@@ -8,7 +8,7 @@ use crate::{
     domain::OrderRequest,
     domain::Sale,
     inventory::planner::Plan,
-    store::{CommitGuard, CommitPart},
+    store::{CommitGuard, CommitPart, ShardGuard},
 };
 
 pub(super) struct DbAtomic;
@@ -16,8 +16,11 @@ pub(super) struct DbAtomic;
 impl Strategy for DbAtomic {
     fn attempt<'a>(&'a self, ctx: &'a Ctx, sale: &'a Sale, request: &'a OrderRequest, plan: &'a Plan, _: Instant) -> AttemptFuture<'a> {
         Box::pin(async move {
-            let parts: Vec<CommitPart> =
-                plan.parts.iter().map(|p| CommitPart { shard: p.shard, take: p.take, new_remaining: 0, guard: 0 }).collect();
+            let parts: Vec<CommitPart> = plan
+                .parts
+                .iter()
+                .map(|p| CommitPart { shard: p.shard, take: p.take, new_remaining: 0, guard: ShardGuard::Unguarded })
+                .collect();
             match committed(ctx.db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::Atomic).await)? {
                 // Refused means some shard had too little: find which, so the hints get corrected.
                 Attempt::Refused => {

@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, parts_after_reads};
 use crate::{
     domain::OrderRequest,
-    domain::Sale,
+    domain::{Sale, ShardId},
     inventory::planner::Plan,
     store::{CommitGuard, StoreError, commit_order_on, lock_shards_for_update},
 };
@@ -18,7 +18,7 @@ impl Strategy for DbPessimistic {
         Box::pin(async move {
             let mut client = ctx.db.client().await?;
             let tx = client.transaction().await.map_err(StoreError::from)?;
-            let shards: Vec<i32> = plan.parts.iter().map(|p| p.shard as i32).collect();
+            let shards: Vec<ShardId> = plan.parts.iter().map(|p| p.shard).collect();
             let reads = lock_shards_for_update(&tx, &sale.sku, &shards).await?;
             let parts = match parts_after_reads(plan, &reads) {
                 Ok(parts) => parts,

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     domain::Sale,
-    domain::{OrderRequest, StrategyKind},
+    domain::{OrderRequest, ShardId, StrategyKind},
     inventory::InventoryError,
     store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, ShardRead, StoreError},
 };
@@ -29,12 +29,12 @@ pub enum Attempt {
     /// The shard had less than planned (the hint was high); this is what it has.
     Short {
         /// The shard.
-        shard: u32,
+        shard: ShardId,
         /// What it really has.
         remaining: i64,
     },
     /// The shard's lock is held by someone else (probing plans only).
-    Contended(u32),
+    Contended(ShardId),
     /// A fence or version refused the write; nothing was sold. Retry.
     Refused,
 }

@@ -14,7 +14,7 @@ use crate::{
     domain::OrderRequest,
     domain::Sale,
     inventory::planner::Plan,
-    store::{CommitGuard, CommitPart},
+    store::{CommitGuard, CommitPart, ShardGuard},
 };
 
 pub(super) struct ShardedFenced;
@@ -34,7 +34,7 @@ impl Strategy for ShardedFenced {
                     .parts
                     .iter()
                     .enumerate()
-                    .map(|(i, p)| CommitPart { shard: p.shard, take: p.take, new_remaining: 0, guard: held.fence(i) })
+                    .map(|(i, p)| CommitPart { shard: p.shard, take: p.take, new_remaining: 0, guard: ShardGuard::Fence(held.fence(i)) })
                     .collect();
                 let db = ctx.db.critical_section();
                 committed(db.commit_order(&sale.sku, request, sale.spec.per_user_limit, &parts, CommitGuard::Claim).await)
