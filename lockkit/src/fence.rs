@@ -10,7 +10,10 @@ use std::fmt;
 /// keeps its data. After Redis lost its data, re-seed the counter with
 /// [`LockClient::ensure_fence_at_least`](crate::LockClient::ensure_fence_at_least) from the
 /// highest fence your store has accepted.
+///
+/// With the `serde` feature it serializes as its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
 pub struct Fence(u64);
 
 impl Fence {

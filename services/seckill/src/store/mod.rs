@@ -89,8 +89,3 @@ impl Db {
 fn fence_from_sql(value: i64) -> Fence {
     Fence::new(value.max(0) as u64)
 }
-
-/// Serializes a fence as the number PostgreSQL stores, for the answers that show one.
-fn serialize_fence<S: serde::Serializer>(fence: &Fence, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_i64(fence.as_i64())
-}

@@ -23,7 +23,6 @@ pub struct OrderRecord {
     /// The (first) shard the units came from.
     pub shard: ShardId,
     /// The fence under which it was written ([`OrderRecord::NO_FENCE`] for unfenced strategies).
-    #[serde(serialize_with = "super::serialize_fence")]
     pub fence: Fence,
 }
 

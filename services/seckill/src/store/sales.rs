@@ -15,7 +15,6 @@ pub struct ShardRow {
     /// Units left.
     pub remaining: i64,
     /// Highest fence accepted.
-    #[serde(serialize_with = "super::serialize_fence")]
     pub fence: Fence,
 }
 

@@ -29,9 +29,9 @@ use crate::{
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OwnedShardView {
     /// The shard.
-    pub shard: u32,
+    pub shard: ShardId,
     /// The fence this instance claimed it with.
-    pub fence: i64,
+    pub fence: Fence,
     /// Stock as last committed.
     pub committed: i64,
     /// Stock not reserved by orders waiting for their batch.
@@ -301,7 +301,7 @@ impl SaleOwner {
         state
             .shards
             .iter()
-            .map(|(id, s)| OwnedShardView { shard: id.get(), fence: s.fence.as_i64(), committed: s.committed, available: s.available })
+            .map(|(id, s)| OwnedShardView { shard: *id, fence: s.fence, committed: s.committed, available: s.available })
             .collect()
     }
 
