@@ -1,11 +1,15 @@
 //! `lockctl`: lockkit for operators and benchmarks. Every command prints JSON lines on stdout.
 //!
 //! ```text
-//! lockctl --redis-url URL acquire NAME [--ttl-ms N] [--wait-ms W] [--hold-ms H]
+//! lockctl --url URL acquire NAME [--ttl-ms N] [--wait-ms W] [--hold-ms H]
 //! lockctl inspect PATTERN
 //! lockctl fence NAME --at-least N
 //! lockctl bench [--concurrency C] [--duration-ms D] [--locks K]
 //! ```
+//!
+//! The URL picks the backend: `redis://` (one Redis), `redis+cluster://h:p,h:p` (a cluster's seed
+//! nodes) or `redlock://h:p,h:p,...` (independent masters). `--redis-url` (env `REDIS_URL`) is the
+//! older spelling of `--url` (env `LOCKKIT_URL`), which wins when both are given.
 
 use std::{
     process::ExitCode,
@@ -17,13 +21,18 @@ use clap::{Parser, Subcommand};
 use lockkit::{Fence, LockClient};
 use serde_json::json;
 
-/// Exit code when the lock could not be acquired within the wait.
+/// Exit code when the lock could not be acquired within the wait, or (Redlock) too few nodes
+/// answered to decide.
 const NOT_ACQUIRED: u8 = 3;
 
 #[derive(Parser)]
-#[command(version, about = "Inspect, hold and benchmark lockkit locks on Redis")]
+#[command(version, about = "Inspect, hold and benchmark lockkit locks on Redis, Redis Cluster or Redlock")]
 struct Cli {
-    /// Redis URL (`redis://[user:password@]host:port[/db]`).
+    /// Lock URL: `redis://[user:password@]host:port[/db]`, `redis+cluster://host:port,...` or
+    /// `redlock://[user:password@]host:port,...`.
+    #[arg(long, env = "LOCKKIT_URL", hide_env_values = true)]
+    url: Option<String>,
+    /// One Redis (`redis://[user:password@]host:port[/db]`); used when no `--url` is given.
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6390", hide_env_values = true)]
     redis_url: String,
     /// Key prefix of the locks.
@@ -89,7 +98,14 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
-    let client = LockClient::builder(&cli.redis_url).prefix(&cli.prefix).connections(cli.connections).connect().await?;
+    let url = cli.url.as_deref().unwrap_or(&cli.redis_url);
+    let client = match LockClient::builder(url).prefix(&cli.prefix).connections(cli.connections).connect().await {
+        Ok(client) => client,
+        Err(e) if e.is_no_quorum() && matches!(cli.command, Command::Acquire { .. }) => {
+            return Ok(no_quorum(&cli.command, &e));
+        }
+        Err(e) => return Err(e),
+    };
     match cli.command {
         Command::Acquire { name, ttl_ms, wait_ms, hold_ms } => acquire(&client, &name, ttl_ms, wait_ms, hold_ms).await,
         Command::Inspect { pattern } => {
@@ -127,7 +143,14 @@ async fn acquire(
     let guard = match request.await {
         Ok(guard) => guard,
         Err(e) if e.is_timeout() => {
-            println!("{}", json!({"event": "not_acquired", "name": name, "waited_ms": wait_ms}));
+            println!("{}", json!({"event": "not_acquired", "name": name, "reason": "held", "waited_ms": wait_ms}));
+            return Ok(ExitCode::from(NOT_ACQUIRED));
+        }
+        Err(e) if e.is_no_quorum() => {
+            println!(
+                "{}",
+                json!({"event": "not_acquired", "name": name, "reason": "no_quorum", "error": e.to_string()})
+            );
             return Ok(ExitCode::from(NOT_ACQUIRED));
         }
         Err(e) => return Err(e),
@@ -143,6 +166,13 @@ async fn acquire(
     let held = guard.release().await?;
     println!("{}", json!({"event": "released", "name": name, "held": held}));
     Ok(ExitCode::SUCCESS)
+}
+
+/// An acquire that could not start because too few Redlock nodes answered.
+fn no_quorum(command: &Command, e: &lockkit::Error) -> ExitCode {
+    let Command::Acquire { name, .. } = command else { unreachable!("only acquire maps no quorum to exit 3") };
+    println!("{}", json!({"event": "not_acquired", "name": name, "reason": "no_quorum", "error": e.to_string()}));
+    ExitCode::from(NOT_ACQUIRED)
 }
 
 /// Runs `concurrency` tasks for `duration`, each looping acquire+release, and reports pairs/s

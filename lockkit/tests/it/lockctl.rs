@@ -6,7 +6,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::{redis_url, unique};
+use crate::{
+    servers::Masters,
+    support::{lock_key, redis_url, unique},
+};
 
 fn lockctl(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lockctl")).arg("--redis-url").arg(redis_url()).args(args).output().unwrap()
@@ -74,5 +77,36 @@ fn bench_reports_pairs_per_second_and_percentiles() {
     assert!(report["pairs"].as_u64().unwrap() > 0);
     for field in ["pairs_per_sec", "p50_us", "p99_us"] {
         assert!(report[field].is_number(), "{field}");
+    }
+}
+
+#[tokio::test]
+async fn the_url_picks_redlock_and_a_lost_quorum_exits_3_leaving_no_key() {
+    let mut masters = Masters::start(5).await;
+    let name = unique("cli-redlock");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lockctl")).env("LOCKKIT_URL", masters.url()).args(args).output().unwrap()
+    };
+
+    let out = run(&["acquire", &name, "--hold-ms", "10"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(json_lines(&out)[0]["event"], "acquired");
+
+    for i in [0, 1, 2] {
+        masters.nodes[i].kill();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args(["--url", &masters.url(), "acquire", &name, "--wait-ms", "200"])
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(3));
+    let line = &json_lines(&out)[0];
+    assert_eq!(line["event"], "not_acquired");
+    assert_eq!(line["reason"], "no_quorum");
+    for i in [3, 4] {
+        let mut conn = masters.nodes[i].conn().await;
+        let exists: bool = redis::cmd("EXISTS").arg(lock_key(&name)).query_async(&mut conn).await.unwrap();
+        assert!(!exists, "node {i} keeps no key for the failed acquire");
     }
 }
