@@ -31,7 +31,7 @@ use crate::{
     error::{Error, ErrorKind, Result},
     inspect,
     keys::LockKeys,
-    scripts::{self, AcquireReply},
+    scripts,
     wake::WakeHub,
 };
 
@@ -123,20 +123,10 @@ impl Backend for RedisCluster {
         Box::pin(async move {
             let mut conn = self.conn().await?;
             // The same connection routes the undo to the same master, after the request.
-            let mut undo = {
-                let (mut conn, keys, token) = (conn.clone(), keys.clone(), token.to_owned());
-                UndoOnCancel::new(jobs, async move {
-                    if let Err(e) = scripts::release(&mut conn, &keys, &token).await {
-                        tracing::warn!(lock = %keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
-                    }
-                })
-            };
+            let mut undo = UndoOnCancel::release_on(jobs, conn.clone(), keys, token);
             let reply = scripts::acquire(&mut conn, keys, token, lease).await?;
             undo.disarm();
-            Ok(match reply {
-                AcquireReply::Granted(fence) => Grant::Granted(Fence::new(fence)),
-                AcquireReply::Held(ttl) => Grant::Held(ttl),
-            })
+            Ok(reply.into())
         })
     }
 

@@ -16,12 +16,15 @@ mod url;
 
 use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 
+use redis::aio::ConnectionLike;
+
 pub(crate) use self::url::BackendUrl;
 use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
     error::Result,
     keys::LockKeys,
+    scripts::{self, AcquireReply},
     wake::WakeHub,
 };
 
@@ -65,6 +68,15 @@ pub(crate) enum Grant {
     /// Nobody won (Redlock's split vote): every partial grant was undone; retry after a jittered
     /// pause rather than at once, so that contenders do not split again.
     Contested,
+}
+
+impl From<AcquireReply> for Grant {
+    fn from(reply: AcquireReply) -> Self {
+        match reply {
+            AcquireReply::Granted(fence) => Self::Granted(Fence::new(fence)),
+            AcquireReply::Held(ttl) => Self::Held(ttl),
+        }
+    }
 }
 
 /// One lease to renew.
@@ -144,6 +156,22 @@ impl<'a> UndoOnCancel<'a> {
     /// Arms `undo`; it runs in the background unless [`disarm`](Self::disarm)ed first.
     pub(crate) fn new(jobs: &'a Jobs, undo: impl Future<Output = ()> + Send + 'static) -> Self {
         Self { jobs, armed: Some(Box::pin(undo)) }
+    }
+
+    /// Arms an owner-checked release of `token` on `conn` (a clone of the connection that carries
+    /// the acquire).
+    pub(crate) fn release_on(
+        jobs: &'a Jobs,
+        mut conn: impl ConnectionLike + Send + 'static,
+        keys: &Arc<LockKeys>,
+        token: &str,
+    ) -> Self {
+        let (keys, token) = (keys.clone(), token.to_owned());
+        Self::new(jobs, async move {
+            if let Err(e) = scripts::release(&mut conn, &keys, &token).await {
+                tracing::warn!(lock = %keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
+            }
+        })
     }
 
     /// The reply was read: nothing to undo.

@@ -11,7 +11,7 @@ use crate::{
     error::{Error, ErrorKind, Result},
     inspect,
     keys::LockKeys,
-    scripts::{self, AcquireReply},
+    scripts,
     wake::WakeHub,
 };
 
@@ -50,23 +50,13 @@ impl Backend for SingleRedis {
         Box::pin(async move {
             // Connecting is bounded by the connection timeout, the script by the response timeout.
             let mut lane = self.conns.checkout().await?;
-            let mut undo = {
-                let (mut conn, keys, token) = (lane.conn.clone(), keys.clone(), token.to_owned());
-                UndoOnCancel::new(jobs, async move {
-                    if let Err(e) = scripts::release(&mut conn, &keys, &token).await {
-                        tracing::warn!(lock = %keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
-                    }
-                })
-            };
+            let mut undo = UndoOnCancel::release_on(jobs, lane.conn.clone(), keys, token);
             let reply = scripts::acquire(&mut lane.conn, keys, token, lease).await.map_err(Into::into);
             self.conns.report(&lane, &reply);
             // An error leaves `undo` armed: the script may have run although its answer was lost.
             let reply = reply?;
             undo.disarm();
-            Ok(match reply {
-                AcquireReply::Granted(fence) => Grant::Granted(Fence::new(fence)),
-                AcquireReply::Held(ttl) => Grant::Held(ttl),
-            })
+            Ok(reply.into())
         })
     }
 
