@@ -18,6 +18,8 @@ const PID_NAME: &str = "redis";
 /// A `redis-server` the suite started on 127.0.0.1.
 #[derive(Debug)]
 pub struct RedisServer {
+    /// Its pid file's name.
+    name: String,
     port: u16,
     dir: PathBuf,
     pids: PidFiles,
@@ -27,11 +29,17 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts Redis on `port` with its files under `dir`: no RDB, no AOF, `DEBUG` from loopback.
     pub async fn start(port: u16, dir: &Path, pids: &PidFiles) -> Result<Self> {
+        Self::start_named(PID_NAME, port, dir, pids).await
+    }
+
+    /// [`start`](Self::start), with its pid file named `name` (for several servers at once).
+    pub async fn start_named(name: &str, port: u16, dir: &Path, pids: &PidFiles) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         if port_open(port).await {
             bail!("port {port} is already in use; stop what listens there or set --redis-port");
         }
         let mut server = Self {
+            name: name.to_owned(),
             port,
             dir: dir.to_owned(),
             pids: pids.clone(),
@@ -73,7 +81,7 @@ impl RedisServer {
             .spawn()
             .context("start redis-server (is it installed? scripts/chaos.sh installs it)")?;
         let pid = child.id().context("redis-server exited at once")?;
-        self.pids.record(PID_NAME, pid, "redis-server");
+        self.pids.record(&self.name, pid, "redis-server");
         self.child = Some(child);
         let url = self.url();
         wait_until(Duration::from_secs(20), "redis answers PING", || ping(&url)).await
@@ -108,7 +116,7 @@ impl RedisServer {
             signal(pid, Signal::SIGKILL)?;
         }
         child.wait().await.context("reap redis-server")?;
-        self.pids.forget(PID_NAME);
+        self.pids.forget(&self.name);
         let port = self.port;
         wait_until(
             Duration::from_secs(10),
@@ -141,7 +149,7 @@ impl RedisServer {
                 child.wait().await?;
             }
         }
-        self.pids.forget(PID_NAME);
+        self.pids.forget(&self.name);
         Ok(())
     }
 }

@@ -40,7 +40,8 @@ pub enum ScenarioId {
     EarlyExpiry,
     /// Failover to a replica one write behind: lock keys gone, fence counters one lower.
     StaleFailover,
-    /// Redlock node failures: not applicable until lockkit has Redlock.
+    /// lockkit's Redlock on 5 nodes: a minority killed, restarted empty, frozen; no two holders,
+    /// fences in real-time order; disjoint majorities as the control.
     Redlock,
     /// `pause` against the unfenced `redis-lock` strategy: must be caught overselling.
     Control,
@@ -113,7 +114,7 @@ impl ScenarioId {
             Self::StaleFailover => {
                 under_load::run(stale_failover::StaleFailover::default(), env, budget).await
             }
-            Self::Redlock => redlock::report(),
+            Self::Redlock => redlock::run(env, budget).await,
             Self::Control => under_load::run(control::plan(), env, budget).await,
             Self::Fuzz => fuzz::run(env, budget).await,
             Self::LockTokens => lock_tokens::run(env).await,
