@@ -70,6 +70,10 @@ pub struct Settings {
     /// Purchases processed at once per instance (`SECKILL_MAX_IN_FLIGHT`); more wait, up to their
     /// deadline, then get `503 busy`.
     pub max_in_flight: usize,
+    /// This instance's name, shown as the owner of the shards it claims and used for its
+    /// heartbeat (`SECKILL_INSTANCE`; unique among the instances of a deployment, at most 64
+    /// printable characters). Empty (the default) picks a random one at start-up.
+    pub instance: String,
 }
 
 impl Default for Settings {
@@ -88,6 +92,7 @@ impl Default for Settings {
             db_critical_pool_size: 32,
             workers: 0,
             max_in_flight: 256,
+            instance: String::new(),
         }
     }
 }
@@ -155,6 +160,12 @@ impl Settings {
         }
         if let Some(v) = var("SECKILL_DB_CRITICAL_POOL") {
             self.db_critical_pool_size = parse("SECKILL_DB_CRITICAL_POOL", &v)?;
+        }
+        if let Some(v) = var("SECKILL_INSTANCE") {
+            if v.len() > 64 || v.chars().any(char::is_control) {
+                return Err(ConfigError("SECKILL_INSTANCE must be at most 64 printable characters".into()));
+            }
+            self.instance = v;
         }
         if let Some(v) = var("SECKILL_WORKERS") {
             self.workers = parse("SECKILL_WORKERS", &v)?;

@@ -14,6 +14,7 @@
 //! | [`store`] | PostgreSQL: migrations, sales, shards, orders, owners' claims and batches, audit; `StoreError` |
 //! | [`error`] | the HTTP edge: `ApiError`, client mistakes and the store's and inventory's errors as statuses, in one place |
 //! | [`telemetry`] | logs and the Prometheus recorder |
+//! | [`traffic`] | what this instance answered over the last seconds, per sale (the live view) |
 
 #![forbid(unsafe_code)]
 
@@ -25,3 +26,4 @@ pub mod routes;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod traffic;

@@ -14,9 +14,10 @@ use crate::{
         owned::{OwnedShards, PlacementSettings},
         shard_locks::ShardLocks,
     },
-    routes::{self, AdminToken},
+    routes::{self, AdminToken, AuditGate},
     store::{Db, StoreError},
     telemetry,
+    traffic::Traffic,
 };
 
 /// Why the service could not start; each keeps its cause.
@@ -75,7 +76,7 @@ impl Application {
         let hints = Hints::new(redis.clone());
         let shard_locks = ShardLocks::new(locks.clone());
         let placement = PlacementSettings {
-            instance: format!("{:016x}", rand::random::<u64>()),
+            instance: if settings.instance.is_empty() { format!("{:016x}", rand::random::<u64>()) } else { settings.instance.clone() },
             write_bound: settings.owner_write_bound(),
             idle_release: settings.idle_release,
             interval: PLACEMENT_INTERVAL,
@@ -85,11 +86,19 @@ impl Application {
         let inventory =
             web::Data::new(Inventory::new(db, hints, shard_locks, owned.clone(), settings.request_deadline, settings.max_in_flight));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
+        let traffic = web::Data::new(Traffic::default());
+        let audits = web::Data::new(AuditGate::default());
         let listener = TcpListener::bind(settings.listen).map_err(|e| StartupError::Listen(format!("bind {}: {e}", settings.listen)))?;
         let port = listener.local_addr().map_err(|e| StartupError::Listen(e.to_string()))?.port();
         let workers = if settings.workers == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { settings.workers };
         let server = HttpServer::new(move || {
-            App::new().wrap(from_fn(record_request)).app_data(inventory.clone()).app_data(admin.clone()).configure(routes::configure)
+            App::new()
+                .wrap(from_fn(record_request))
+                .app_data(inventory.clone())
+                .app_data(admin.clone())
+                .app_data(traffic.clone())
+                .app_data(audits.clone())
+                .configure(routes::configure)
         })
         .workers(workers)
         // Longer than the idle timeout of common client pools (and load balancers' upstream

@@ -4,10 +4,12 @@
 mod admin;
 mod audit;
 mod health;
+mod live;
 mod metrics;
 mod openapi;
 mod orders;
 mod owners;
+mod page;
 mod sales;
 
 use actix_web::{
@@ -17,6 +19,7 @@ use actix_web::{
 };
 
 pub use admin::AdminToken;
+pub use audit::AuditGate;
 
 use crate::error::ApiError;
 
@@ -28,15 +31,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(web::JsonConfig::default().limit(MAX_BODY).error_handler(json_error))
         .app_data(web::PayloadConfig::default().limit(MAX_BODY))
         .app_data(web::PathConfig::default().error_handler(|e: PathError, _| ApiError::InvalidRequest(e.to_string()).into()))
+        .route("/", web::get().to(page::page))
         .route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(metrics::metrics))
         .route("/openapi.json", web::get().to(openapi::openapi))
+        .route("/v1/sales", web::get().to(sales::list_sales))
         .route("/v1/sales/{sku}", web::put().to(sales::put_sale))
         .route("/v1/sales/{sku}", web::get().to(sales::get_sale))
         .route("/v1/sales/{sku}/orders", web::post().to(orders::create_order))
         .route("/v1/sales/{sku}/audit", web::get().to(audit::audit))
         .route("/v1/sales/{sku}/owners", web::get().to(owners::owners))
+        .route("/v1/sales/{sku}/live", web::get().to(live::live))
         .default_service(web::to(not_found));
 }
 

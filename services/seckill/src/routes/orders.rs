@@ -8,12 +8,14 @@ use crate::{
     domain::{OrderBody, OrderRequest, Sku},
     error::ApiError,
     inventory::Inventory,
+    traffic::Traffic,
 };
 
 /// Places an order; `201` new, `200` replay of an `Idempotency-Key`.
 pub(super) async fn create_order(
     req: HttpRequest,
     inventory: web::Data<Inventory>,
+    traffic: web::Data<Traffic>,
     sku: web::Path<String>,
     body: web::Json<OrderBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -26,6 +28,12 @@ pub(super) async fn create_order(
     };
     metrics::counter!("seckill_orders_total", "outcome" => outcome).increment(1);
     metrics::histogram!("seckill_order_duration_seconds", "outcome" => outcome).record(started.elapsed().as_secs_f64());
+    // Only answers about an existing sale: unknown or malformed SKUs must not fill the window.
+    if !matches!(outcome, "unknown_sale" | "invalid_request")
+        && let Ok(sku) = Sku::parse(&sku)
+    {
+        traffic.record(&sku, outcome, started.elapsed());
+    }
     result
 }
 

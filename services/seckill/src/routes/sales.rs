@@ -1,4 +1,4 @@
-//! `PUT /v1/sales/{sku}` (admin) and `GET /v1/sales/{sku}`.
+//! `PUT /v1/sales/{sku}` (admin), `GET /v1/sales/{sku}` and `GET /v1/sales`.
 
 use actix_web::{HttpResponse, web};
 use serde_json::json;
@@ -45,4 +45,13 @@ pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<Str
         "strategy": sale.spec.strategy.as_str(),
         "shards": shards,
     })))
+}
+
+/// Sales listed by the page: the most recent ones, newest first.
+const LISTED: i64 = 50;
+
+/// The most recent sales.
+pub(super) async fn list_sales(inventory: web::Data<Inventory>) -> Result<HttpResponse, ApiError> {
+    let sales = inventory.db().list_sales(LISTED).await?;
+    Ok(HttpResponse::Ok().json(json!({ "sales": sales })))
 }

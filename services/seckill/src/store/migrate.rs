@@ -6,8 +6,11 @@ use tokio_postgres::Client;
 use super::StoreError;
 
 /// `(version, sql)` in order; append only.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../../migrations/0001_schema.sql")), (2, include_str!("../../migrations/0002_owned_shards.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../migrations/0001_schema.sql")),
+    (2, include_str!("../../migrations/0002_owned_shards.sql")),
+    (3, include_str!("../../migrations/0003_shard_owner.sql")),
+];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6563_6b69_6c6c;

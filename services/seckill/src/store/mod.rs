@@ -4,6 +4,7 @@
 
 mod audit;
 mod error;
+mod live;
 mod migrate;
 mod orders;
 mod owners;
@@ -18,10 +19,11 @@ use tokio_postgres::NoTls;
 
 pub use audit::Audit;
 pub use error::StoreError;
+pub use live::LiveSale;
 pub(crate) use orders::commit_order_on;
 pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord, ShardGuard};
 pub use owners::{BatchOrder, BatchOutcome, BatchShard, OrderOutcome, OwnerWriteError};
-pub use sales::ShardRow;
+pub use sales::{SaleSummary, ShardRow};
 pub use shards::ShardRead;
 pub(crate) use shards::lock_shards_for_update;
 

@@ -87,15 +87,22 @@ impl From<OwnerWriteError> for StoreError {
 }
 
 impl Db {
-    /// Takes `shard` over with `fence` for this generation of `sale`; its stock, or `None` if a
-    /// claim with this or a newer fence came first (or the sale was reset).
-    pub async fn claim_shard(&self, sale: &Sale, shard: ShardId, fence: Fence, bound: Duration) -> Result<Option<i64>, OwnerWriteError> {
+    /// Takes `shard` over with `fence` for this generation of `sale`, as instance `owner`; its
+    /// stock, or `None` if a claim with this or a newer fence came first (or the sale was reset).
+    pub async fn claim_shard(
+        &self,
+        sale: &Sale,
+        shard: ShardId,
+        fence: Fence,
+        owner: &str,
+        bound: Duration,
+    ) -> Result<Option<i64>, OwnerWriteError> {
         let client = self.critical.get().await.map_err(StoreError::from)?;
         bounded(client, bound, async |client| {
             let row = client
                 .query_opt(
-                    "SELECT remaining FROM seckill_claim($1, $2, $3, $4)",
-                    &[&sale.sku.as_str(), &sale.generation, &shard.as_sql(), &fence.as_i64()],
+                    "SELECT remaining FROM seckill_claim($1, $2, $3, $4, $5)",
+                    &[&sale.sku.as_str(), &sale.generation, &shard.as_sql(), &fence.as_i64(), &owner],
                 )
                 .await?;
             Ok(row.map(|r| i64::from(r.get::<_, i32>(0))))

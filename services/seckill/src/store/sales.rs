@@ -8,7 +8,7 @@ use super::{Db, StoreError, fence_from_sql};
 use crate::domain::{Sale, SaleSpec, ShardId, Sku};
 
 /// One shard's row, serialized as the sale's answer shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShardRow {
     /// The shard.
     pub shard: ShardId,
@@ -16,6 +16,33 @@ pub struct ShardRow {
     pub remaining: i64,
     /// Highest fence accepted.
     pub fence: Fence,
+    /// The instance whose claim set that fence (owned strategies), if any since the last reset.
+    pub owner: Option<String>,
+}
+
+impl ShardRow {
+    /// Reads `shard, remaining, fence, owner` from `row`, starting at column `at`.
+    pub(super) fn from_row(row: &Row, at: usize) -> Self {
+        Self {
+            shard: ShardId::new(row.get::<_, i32>(at) as u32),
+            remaining: i64::from(row.get::<_, i32>(at + 1)),
+            fence: fence_from_sql(row.get(at + 2)),
+            owner: row.get(at + 3),
+        }
+    }
+}
+
+/// A sale as listed: what it is, not how it is doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SaleSummary {
+    /// The sale.
+    pub sku: String,
+    /// Units on sale.
+    pub total: i64,
+    /// Shards.
+    pub shards: i64,
+    /// Strategy name.
+    pub strategy: String,
 }
 
 impl Db {
@@ -50,7 +77,7 @@ impl Db {
         tx.execute(
             "INSERT INTO shards (sku, shard, initial, remaining)
              SELECT $1, s - 1, stock, stock FROM unnest($2::int[]) WITH ORDINALITY AS x(stock, s)
-             ON CONFLICT (sku, shard) DO UPDATE SET initial = EXCLUDED.initial, remaining = EXCLUDED.remaining",
+             ON CONFLICT (sku, shard) DO UPDATE SET initial = EXCLUDED.initial, remaining = EXCLUDED.remaining, owner = NULL",
             &[&sku.as_str(), &stock],
         )
         .await?;
@@ -73,13 +100,23 @@ impl Db {
     /// Every shard of the sale, in shard order.
     pub async fn shard_rows(&self, sku: &Sku) -> Result<Vec<ShardRow>, StoreError> {
         let client = self.client().await?;
-        let rows = client.query("SELECT shard, remaining, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()]).await?;
+        let rows =
+            client.query("SELECT shard, remaining, fence, owner FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()]).await?;
+        Ok(rows.iter().map(|r| ShardRow::from_row(r, 0)).collect())
+    }
+
+    /// The most recently created sales, newest first (at most `limit`).
+    pub async fn list_sales(&self, limit: i64) -> Result<Vec<SaleSummary>, StoreError> {
+        let client = self.client().await?;
+        let rows =
+            client.query("SELECT sku, total, shard_count, strategy FROM sales ORDER BY created_at DESC, sku LIMIT $1", &[&limit]).await?;
         Ok(rows
             .iter()
-            .map(|r| ShardRow {
-                shard: ShardId::new(r.get::<_, i32>(0) as u32),
-                remaining: i64::from(r.get::<_, i32>(1)),
-                fence: fence_from_sql(r.get(2)),
+            .map(|r| SaleSummary {
+                sku: r.get(0),
+                total: i64::from(r.get::<_, i32>(1)),
+                shards: i64::from(r.get::<_, i32>(2)),
+                strategy: r.get(3),
             })
             .collect())
     }
@@ -128,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_shard_row_shows_plain_numbers() {
-        let row = ShardRow { shard: ShardId::new(1), remaining: 5, fence: Fence::new(9) };
-        assert_eq!(serde_json::to_value(row).unwrap(), json!({"shard": 1, "remaining": 5, "fence": 9}));
+        let row = ShardRow { shard: ShardId::new(1), remaining: 5, fence: Fence::new(9), owner: Some("a".into()) };
+        assert_eq!(serde_json::to_value(row).unwrap(), json!({"shard": 1, "remaining": 5, "fence": 9, "owner": "a"}));
     }
 }

@@ -6,6 +6,7 @@ mod helpers;
 mod concurrency;
 mod fencing;
 mod health;
+mod live;
 mod openapi;
 mod orders;
 mod owned;

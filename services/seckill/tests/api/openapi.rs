@@ -8,15 +8,18 @@ use crate::helpers::{ADMIN_TOKEN, sale_body, spawn_app};
 
 /// The routes the service registers (see `routes::configure`).
 const SERVED: &[(&str, &str)] = &[
+    ("get", "/"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
+    ("get", "/v1/sales"),
     ("put", "/v1/sales/{sku}"),
     ("get", "/v1/sales/{sku}"),
     ("post", "/v1/sales/{sku}/orders"),
     ("get", "/v1/sales/{sku}/audit"),
     ("get", "/v1/sales/{sku}/owners"),
+    ("get", "/v1/sales/{sku}/live"),
 ];
 
 #[tokio::test]

@@ -185,7 +185,7 @@ impl Placement {
                 continue;
             };
             let fence = guard.fence();
-            match self.db.claim_shard(sale, shard, fence, self.settings.write_bound).await {
+            match self.db.claim_shard(sale, shard, fence, &self.settings.instance, self.settings.write_bound).await {
                 Ok(Some(remaining)) if remaining > 0 => {
                     owner.adopt(shard, guard, remaining);
                     return Ok(Taken::Shard);
