@@ -27,6 +27,8 @@ trap 'exit 143' TERM
 
 bash scripts/services.sh up >/dev/null
 eval "$(bash scripts/services.sh env)"
+# The sale page's test drives headless Chromium.
+bash scripts/browser.sh install
 echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL" >&2
 
 status=0

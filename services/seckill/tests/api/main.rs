@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod browser;
 mod concurrency;
 mod fencing;
 mod health;
