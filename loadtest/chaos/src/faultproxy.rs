@@ -5,6 +5,9 @@
 //! - [`Mode::Pass`]: forward as is.
 //! - [`Mode::Delay`]: add latency: every chunk is forwarded that long after it arrived (order is
 //!   kept, chunks in flight do not queue behind each other).
+//! - [`Mode::DelayRequests`]: Kleppmann's delayed packet. Only what clients send is delayed;
+//!   answers pass. A client that sends a request now has it arrive that much later, whatever it
+//!   decides meanwhile (give up, close the connection).
 //! - [`Mode::Blackhole`]: a partition. Connections stay open and new ones are accepted, but
 //!   nothing is forwarded in either direction: bytes wait in the kernel's buffers, as they would
 //!   behind a cut cable while TCP retransmits. Healing (back to `Pass`) delivers them late.
@@ -37,6 +40,8 @@ pub enum Mode {
     Pass,
     /// Forward every chunk after this delay.
     Delay(Duration),
+    /// Forward what clients send after this delay; answers pass at once.
+    DelayRequests(Duration),
     /// Forward nothing (connections stay open and are still accepted).
     Blackhole,
 }
@@ -44,7 +49,7 @@ pub enum Mode {
 impl std::str::FromStr for Mode {
     type Err = String;
 
-    /// `pass`, `blackhole`, or `delay MS`.
+    /// `pass`, `blackhole`, `delay MS` or `delay-requests MS`.
     fn from_str(s: &str) -> Result<Self, String> {
         let mut words = s.split_whitespace();
         match (words.next(), words.next()) {
@@ -54,7 +59,13 @@ impl std::str::FromStr for Mode {
                 .parse()
                 .map(|ms| Self::Delay(Duration::from_millis(ms)))
                 .map_err(|_| format!("bad delay {ms:?}")),
-            _ => Err(format!("unknown mode {s:?} (pass | delay MS | blackhole)")),
+            (Some("delay-requests"), Some(ms)) => ms
+                .parse()
+                .map(|ms| Self::DelayRequests(Duration::from_millis(ms)))
+                .map_err(|_| format!("bad delay {ms:?}")),
+            _ => Err(format!(
+                "unknown mode {s:?} (pass | delay MS | delay-requests MS | blackhole)"
+            )),
         }
     }
 }
@@ -189,8 +200,20 @@ async fn accept(
                 let (server_read, server_write) = server.split();
                 let both = async {
                     tokio::join!(
-                        pump(client_read, server_write, mode.clone(), &stats),
-                        pump(server_read, client_write, mode.clone(), &stats)
+                        pump(
+                            client_read,
+                            server_write,
+                            Direction::Requests,
+                            mode.clone(),
+                            &stats
+                        ),
+                        pump(
+                            server_read,
+                            client_write,
+                            Direction::Answers,
+                            mode.clone(),
+                            &stats
+                        )
                     )
                 };
                 tokio::select! {
@@ -216,12 +239,22 @@ async fn wait_for_traffic(mode: &mut watch::Receiver<Mode>) {
     let _ = mode.wait_for(|m| *m != Mode::Blackhole).await;
 }
 
+/// Which way a pump copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Client to upstream.
+    Requests,
+    /// Upstream to client.
+    Answers,
+}
+
 /// Copies one direction. A reader stamps each chunk with the time it arrived; a writer forwards
 /// it no earlier than that time plus the delay (pure latency: chunks in flight do not wait for
 /// each other). Neither reads nor writes while the link is blackholed.
 async fn pump(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
+    direction: Direction,
     mode: watch::Receiver<Mode>,
     stats: &Stats,
 ) {
@@ -250,8 +283,12 @@ async fn pump(
             // A chunk read just before a partition began waits for it to end.
             wait_for_traffic(&mut writer_mode).await;
             let current = *writer_mode.borrow();
-            if let Mode::Delay(delay) = current {
-                tokio::time::sleep_until(read_at + delay).await;
+            match current {
+                Mode::Delay(delay) => tokio::time::sleep_until(read_at + delay).await,
+                Mode::DelayRequests(delay) if direction == Direction::Requests => {
+                    tokio::time::sleep_until(read_at + delay).await
+                }
+                _ => {}
             }
             if to.write_all(&chunk).await.is_err() {
                 break;
@@ -321,6 +358,22 @@ mod tests {
             "delayed both ways"
         );
 
+        // Only the request waits: it is still on its way after the client gave up on it.
+        proxy.set_mode(Mode::DelayRequests(Duration::from_millis(400)));
+        assert!(
+            round_trip(&mut conn, Duration::from_millis(150))
+                .await
+                .unwrap()
+                .is_none(),
+            "the request is held back"
+        );
+        let mut delayed = [0u8; 4];
+        tokio::time::timeout(Duration::from_secs(2), conn.read_exact(&mut delayed))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&delayed, b"ping", "and delivered later");
+
         proxy.set_mode(Mode::Blackhole);
         assert!(
             round_trip(&mut conn, Duration::from_millis(300))
@@ -376,6 +429,10 @@ mod tests {
             Mode::Delay(Duration::from_millis(250))
         );
         assert_eq!("blackhole".parse::<Mode>().unwrap(), Mode::Blackhole);
+        assert_eq!(
+            "delay-requests 1500".parse::<Mode>().unwrap(),
+            Mode::DelayRequests(Duration::from_millis(1500))
+        );
         assert!("drop it".parse::<Mode>().is_err());
     }
 }

@@ -4,8 +4,8 @@
 //! faultproxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:6391
 //! ```
 //!
-//! then type commands on standard input: `pass`, `delay MS`, `blackhole`, `reset`, `stats`,
-//! `quit`.
+//! then type commands on standard input: `pass`, `delay MS`, `delay-requests MS`, `blackhole`,
+//! `reset`, `stats`, `quit`.
 
 use std::net::SocketAddr;
 
@@ -31,7 +31,7 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let proxy = FaultProxy::start(args.listen, args.upstream).await?;
     println!("listening on {} -> {}", proxy.addr(), proxy.upstream());
-    println!("commands: pass | delay MS | blackhole | reset | stats | quit");
+    println!("commands: pass | delay MS | delay-requests MS | blackhole | reset | stats | quit");
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let command = line.trim();
