@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# The seckill demo: project Redis and PostgreSQL, two service instances, a 10000-unit sale over
-# 20 shards driven to sold out by k6 from many concurrent clients, then the same sale on 1 shard,
-# and the figures side by side (sold, oversold, stranded, duplicates, orders/s).
+# `make demo`: the project's story in three acts on two seckill instances (loadtest/demo/run.py):
+#   1. no lock: the `none` strategy oversells;
+#   2. the default strategy (`owned-shards`) sells 10000 units over 20 shards exactly;
+#   3. the same sale through a fault (b cut off from PostgreSQL past its lease with a batch on the
+#      wire, then the bytes delivered late; then b frozen past its lease): fence rejections, and
+#      the books balance; the same fault without the fence (`owned-unfenced`) oversells.
+# Live progress each second, a sale page to watch (its URL is printed), a final table.
 #
-#   make demo                        run it, then stop everything it started
-#   KEEP_RUNNING=1 make demo         leave the services and both instances up afterwards
-#   DEMO_SHARDS="20 1" DEMO_TOTAL=10000 DEMO_RATE=3000 DEMO_DURATION=20s   (defaults)
+#   make demo                    run it, then stop everything it started
+#   DEMO_RATE=2500 DEMO_FAULT_RATE=1000 DEMO_TOTAL=10000 DEMO_SHARDS=20 DEMO_LEASE_MS=1000 (defaults)
+#
+# Exit status: 0 when the default strategy held every guarantee, 1 if one broke, 2 on set-up errors.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+started_services=0
+[[ "$(bash scripts/services.sh status 2>/dev/null | grep -c 'running (pid' || true)" -ge 1 ]] || started_services=1
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
     local rc=$?
-    if [[ "${KEEP_RUNNING:-0}" != 1 ]]; then
-        bash scripts/instances.sh stop || rc=1
+    if [[ "$started_services" -eq 1 && "${KEEP_SERVICES:-0}" != 1 ]]; then
         bash scripts/services.sh down || rc=1
-    else
-        echo "KEEP_RUNNING=1: instances at $(bash scripts/instances.sh urls); admin token: scripts/instances.sh token"
-        echo "stop with: scripts/instances.sh stop && make down"
     fi
     exit "$rc"
 }
@@ -28,39 +32,6 @@ trap 'exit 143' TERM
 
 bash scripts/services.sh up >/dev/null
 eval "$(bash scripts/services.sh env)"
-cargo build --quiet --release -p seckill
-bash scripts/instances.sh start 2
-TARGETS="$(bash scripts/instances.sh urls)"
-ADMIN_TOKEN="$(bash scripts/instances.sh token)"
-RUN_ID="$(date -u +%Y%m%dT%H%M%S)"
-mkdir -p .run/demo
-
-results=()
-for shards in ${DEMO_SHARDS:-20 1}; do
-    sku="demo-$RUN_ID-$shards"
-    echo "== sale $sku: ${DEMO_TOTAL:-10000} units over $shards shard(s), owned-shards, k6 at ${DEMO_RATE:-3000} req/s"
-    # k6 creates the sale in its setup() and checks the audit in its teardown().
-    bash scripts/k6.sh --quiet loadtest/k6/seckill.js \
-        -e TARGETS="$TARGETS" -e SKU="$sku" -e ADMIN_TOKEN="$ADMIN_TOKEN" -e SETUP_SALE=1 \
-        -e TOTAL="${DEMO_TOTAL:-10000}" -e SHARDS="$shards" -e STRATEGY=owned-shards \
-        -e RATE="${DEMO_RATE:-3000}" -e DURATION="${DEMO_DURATION:-20s}" -e USERS=50000 \
-        -e SUMMARY_PATH=".run/demo/$sku.json" >".run/demo/$sku.k6.log" 2>&1 \
-        || { tail -30 ".run/demo/$sku.k6.log"; echo "k6 thresholds failed for $sku" >&2; exit 1; }
-    audit="$(curl -fsS "${TARGETS%%,*}/v1/sales/$sku/audit")"
-    # Orders per second while the sale was selling: accepted orders over first-to-last order time.
-    rate="$(psql "$DATABASE_URL" -Atc "SELECT round(count(*) / greatest(extract(epoch FROM max(created_at) - min(created_at)), 0.001))
-                                     FROM orders WHERE sku = '$sku'")"
-    results+=("$shards|$audit|$rate")
-done
-
-echo
-printf '%-7s %6s %6s %9s %9s %11s %11s %9s\n' shards sold total oversold stranded duplicates consistent orders/s
-for row in "${results[@]}"; do
-    IFS='|' read -r shards audit rate <<<"$row"
-    python3 - "$shards" "$audit" "$rate" <<'PY'
-import json, sys
-shards, audit, rate = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-print(f"{shards:<7} {audit['sold']:>6} {audit['total']:>6} {audit['oversold']:>9} {audit['stranded']:>9} "
-      f"{audit['duplicates']:>11} {str(audit['consistent']).lower():>11} {rate:>9}")
-PY
-done
+echo "[demo] building seckill and the fault proxy (release)" >&2
+cargo build --quiet --release -p seckill -p chaos --bin seckill --bin faultproxy
+python3 loadtest/demo/run.py
