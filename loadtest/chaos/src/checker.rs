@@ -541,9 +541,10 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         .count();
 
     // Fences: commits on a shard are serialised by its row (order ids follow commit order), and
-    // none may carry an older fence than one committed before it. An equal fence is let through
-    // by the claim (`fence <= t`); from two different grants it means the counter handed the same
-    // token out twice (Redis lost or rolled back its data): counted, not a violation by itself.
+    // none may carry an older fence than one committed before it. An equal fence on consecutive
+    // commits is one holder's run of writes, or (from two different grants) the counter handing
+    // the same token out twice after Redis lost or rolled back its data: counted, not a
+    // violation by itself, as the strict claim (`fence < t`) lets only the first twin in.
     if fenced {
         let mut last: HashMap<i32, (i64, i64)> = HashMap::new();
         for part in &snapshot.parts {

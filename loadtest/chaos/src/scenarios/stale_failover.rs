@@ -3,8 +3,9 @@
 //! fence counter goes back by one (it never saw the last `INCR`). The next grant of a shard then
 //! carries the same fence as the holder that may still be at work. DESIGN.md: a lease lock alone
 //! cannot guarantee mutual exclusion when Redis "fails over to a replica that never saw the key";
-//! fencing must. The claim accepts `fence <= t`, so an equal token is let in: the store stays
-//! correct only because the claim, the read and the write are one transaction under the row lock.
+//! fencing must. The claim is strict (`fence < t`), so a repeated token is refused when its twin
+//! claimed first; an owner's writes then check `fence = t`, so the two holders of one token can
+//! never both write.
 //! Expected: no shard inconsistent, nothing oversold, no older fence after a newer one; the
 //! tokens granted twice are counted (`equal_fence_successions`).
 //!
