@@ -4,6 +4,7 @@
 mod lock_delay;
 mod multi;
 mod reentrant;
+mod semaphore;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
