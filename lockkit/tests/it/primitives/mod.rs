@@ -3,6 +3,7 @@
 
 mod lock_delay;
 mod multi;
+mod read_write;
 mod reentrant;
 mod semaphore;
 
