@@ -1,6 +1,7 @@
 //! The primitives beyond the plain lock, each against real Redis with a control that shows the
 //! check would catch the violation; `on_cluster` runs each on a 3-master Redis Cluster.
 
+mod fair;
 mod lock_delay;
 mod multi;
 mod read_write;
