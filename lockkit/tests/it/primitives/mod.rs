@@ -6,6 +6,7 @@ mod lock_delay;
 mod multi;
 mod read_write;
 mod reentrant;
+mod retire;
 mod semaphore;
 
 use std::sync::atomic::{AtomicU32, Ordering};
