@@ -4,6 +4,7 @@
 mod fair;
 mod lock_delay;
 mod multi;
+mod on_cluster;
 mod read_write;
 mod reentrant;
 mod retire;
