@@ -10,6 +10,9 @@
 //!   its largest counter, after its own increment, is larger.
 //! - **Renewal** needs a majority to confirm; the lease is lost when a majority no longer has it.
 //! - **Release** is owner-checked on every node.
+//! - **Primitives**: only the plain lock (with or without a lock-delay, on each node) runs here;
+//!   the reentrant, fair, read-write and semaphore primitives and fence retirement are refused
+//!   with a `Config` error, since their counts, queues and permits cannot be agreed by a vote.
 //!
 //! What this does not guarantee, honestly:
 //! - A node that restarts without persistence forgets the keys and the counters it had. One such
