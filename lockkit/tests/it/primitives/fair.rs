@@ -95,29 +95,52 @@ async fn the_releaser_cannot_barge_past_a_waiter() {
     again.release().await.unwrap();
 }
 
-/// Control: the plain lock lets a releaser that comes straight back re-take the lock before the
-/// woken waiter, so the check above would catch barging.
-#[tokio::test]
-async fn control_the_plain_lock_lets_the_releaser_barge() {
-    let (a, b) = (client().await, client().await);
-    let name = unique("fair-barge-control");
-    let mut barged = 0;
-    let mut held = a.try_lock(&name).await.unwrap().unwrap();
-    for _ in 0..10 {
-        let waiter = {
-            let (b, name) = (b.clone(), name.clone());
-            tokio::spawn(async move { b.lock(&name, Duration::from_secs(10)).await })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        held.release().await.unwrap();
-        if let Some(again) = a.try_lock(&name).await.unwrap() {
-            barged += 1;
-            again.release().await.unwrap();
-        }
-        held = waiter.await.unwrap().unwrap();
+/// A waiter that is queued (fair) or waiting (plain) behind a frozen connection, so it cannot
+/// take the lock itself, while the lock is free: whether a newcomer gets in is then decided by
+/// the lock's own rule alone. Returns whether the newcomer got in.
+async fn newcomer_gets_in_past_a_frozen_waiter(fair: bool) -> bool {
+    let name = unique("fair-newcomer");
+    let (holder, newcomer) = (client().await, client().await);
+    let proxy = Proxy::start().await;
+    let frozen = LockClient::connect(&proxy.url()).await.unwrap();
+    let held = if fair { holder.fair(&name).await } else { holder.acquire(&name).await }.unwrap();
+    let waiter = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            let wait = Duration::from_secs(30);
+            if fair { frozen.fair(&name).wait(wait).await } else { frozen.acquire(&name).wait(wait).await }
+        })
+    };
+    if fair {
+        until_queued(&name, 1).await;
+    } else {
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    proxy.stall();
     held.release().await.unwrap();
-    assert!(barged > 0, "the plain lock never let the releaser barge");
+
+    let got_in = if fair { newcomer.fair(&name).await } else { newcomer.acquire(&name).await };
+    waiter.abort();
+    match got_in {
+        Ok(guard) => {
+            guard.release().await.unwrap();
+            true
+        }
+        Err(e) if e.is_timeout() => false,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_newcomer_cannot_barge_past_a_queued_waiter() {
+    assert!(!newcomer_gets_in_past_a_frozen_waiter(true).await);
+}
+
+/// Control: the plain lock lets the newcomer barge past the waiter, so the check above would
+/// catch barging.
+#[tokio::test]
+async fn control_the_plain_lock_lets_a_newcomer_barge() {
+    assert!(newcomer_gets_in_past_a_frozen_waiter(false).await);
 }
 
 #[tokio::test]
