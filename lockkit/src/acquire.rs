@@ -16,13 +16,20 @@ use crate::{
     core::Core,
     error::{Error, ErrorKind, Result},
     guard::LockGuard,
+    hold::{Hold, HoldKind},
     keys::LockKeys,
     lease::{Lease, Schedule},
     metrics,
+    scripts::Call,
 };
 
 /// A pending acquisition, configured with builder methods and run by `.await`.
-/// Made by [`LockClient::acquire`](crate::LockClient::acquire).
+/// Made by [`LockClient::acquire`](crate::LockClient::acquire) (the plain lock) and by the
+/// primitives' constructors ([`LockClient::reentrant`](crate::LockClient::reentrant),
+/// [`LockClient::fair`](crate::LockClient::fair),
+/// [`ReadWriteLock::read`](crate::ReadWriteLock::read) and
+/// [`write`](crate::ReadWriteLock::write), [`LockClient::semaphore`](crate::LockClient::semaphore)).
+/// Every one of them ends in the same [`LockGuard`].
 ///
 /// Cancel-safe: if the future is dropped after Redis granted the lock, the lock is released in
 /// the background instead of lingering until its lease ends.
@@ -31,13 +38,44 @@ use crate::{
 pub struct Acquire<'a> {
     core: &'a Arc<Core>,
     name: &'a str,
+    kind: HoldKind,
     lease: Option<Duration>,
     wait: Duration,
+    lock_delay: Option<Duration>,
+    queue_timeout: Option<Duration>,
 }
 
 impl<'a> Acquire<'a> {
     pub(crate) fn new(core: &'a Arc<Core>, name: &'a str) -> Self {
-        Self { core, name, lease: None, wait: Duration::ZERO }
+        Self::of(core, name, HoldKind::Lock { delay: Duration::ZERO })
+    }
+
+    /// An acquisition of one of the primitives.
+    pub(crate) fn of(core: &'a Arc<Core>, name: &'a str, kind: HoldKind) -> Self {
+        Self { core, name, kind, lease: None, wait: Duration::ZERO, lock_delay: None, queue_timeout: None }
+    }
+
+    /// Lock-delay (as in Chubby and Consul), for the plain lock: if this grant's lease ends
+    /// without a release (the holder crashed, hung or lost its connection), the lock stays
+    /// unavailable to everyone for `delay` more, timed by Redis, so that the stale holder's
+    /// in-flight writes drain before a new holder starts. A release ends it at once: no delay.
+    ///
+    /// Waiters see the delay as a held lock (a timeout if it outlasts their wait). The delay is
+    /// the holder's choice: it applies to the grant that set it, whoever waits. Works on every
+    /// backend (on Redlock, on each node). Only the plain lock has it: on any other primitive the
+    /// acquire fails with [`ErrorKind::Config`].
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = Some(delay);
+        self
+    }
+
+    /// For the [fair lock](crate::LockClient::fair): how long a waiter that stopped trying (it
+    /// died, or its process paused) keeps its place in the queue, on the server's clock (default
+    /// 10 s, at least 30 ms). A live waiter tries again at least every third of it. On any other
+    /// primitive the acquire fails with [`ErrorKind::Config`].
+    pub fn queue_timeout(mut self, timeout: Duration) -> Self {
+        self.queue_timeout = Some(timeout.max(Duration::from_millis(30)));
+        self
     }
 
     /// A fixed lease: no watchdog renewal; the lock frees itself after `lease` (at least 10 ms)
@@ -75,14 +113,35 @@ enum Attempt {
 
 async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
     let core = request.core;
+    let kind = match (request.kind, request.lock_delay, request.queue_timeout) {
+        (HoldKind::Lock { .. }, Some(delay), None) => HoldKind::Lock { delay },
+        (HoldKind::Fair { ticket, .. }, None, Some(queue_timeout)) => HoldKind::Fair { ticket, queue_timeout },
+        (HoldKind::Permit { permits: 0 }, ..) => {
+            return Err(Error::new(ErrorKind::Config, "a semaphore needs at least one permit"));
+        }
+        (kind, None, None) => kind,
+        _ => {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "a lock-delay applies to the plain lock only, a queue timeout to the fair lock only",
+            ));
+        }
+    };
     // Shared by the attempts, the undo of a cancelled one and the lease: built once.
-    let keys = Arc::new(LockKeys::new(&core.config.prefix, request.name)?);
+    let hold = Arc::new(Hold::new(LockKeys::new(&core.config.prefix, request.name)?, kind));
+    let keys = &hold.keys;
+    // A fair waiter's queue place must not outlive its acquire: left when it gives up or is
+    // dropped; a grant takes it out of the queue itself.
+    let mut leave = LeaveOnExit::new(core, hold.leave());
     let started = Instant::now();
     let deadline = started + request.wait;
     let mut attempts = 1;
     let mut last_error = None;
-    match attempt(core, &keys, request.lease).await {
-        Ok(Attempt::Granted(guard)) => return Ok(granted(guard, attempts, started)),
+    match attempt(core, &hold, request.lease).await {
+        Ok(Attempt::Granted(guard)) => {
+            leave.disarm();
+            return Ok(granted(guard, attempts, started));
+        }
         Ok(_) => {}
         // A broken connection or a node that just came back: worth another try within the wait.
         Err(e) if e.is_unavailable() && !request.wait.is_zero() => last_error = Some(e),
@@ -92,8 +151,11 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
         // Subscribe, then retry at once: a release before the subscription was confirmed would
         // otherwise go unnoticed. Waiting for the confirmation never outlasts the wait; if it
         // comes later, the subscription turns live then.
-        let subscription =
-            core.backend.wake().subscribe(&keys.released, deadline.saturating_duration_since(Instant::now())).await;
+        let subscription = core
+            .backend
+            .wake()
+            .subscribe(&hold.wake_channel(), hold.wakes_all(), deadline.saturating_duration_since(Instant::now()))
+            .await;
         let mut backoff = Backoff::default();
         loop {
             // Armed before the attempt, so a release right after it still wakes us.
@@ -103,8 +165,11 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
             attempts += 1;
             // A split vote sleeps its jittered pause through: the partial grants' releases would
             // otherwise wake every contender at once, to split again.
-            let (pause, wakeable) = match attempt(core, &keys, request.lease).await {
-                Ok(Attempt::Granted(guard)) => return Ok(granted(guard, attempts, started)),
+            let (pause, wakeable) = match attempt(core, &hold, request.lease).await {
+                Ok(Attempt::Granted(guard)) => {
+                    leave.disarm();
+                    return Ok(granted(guard, attempts, started));
+                }
                 // Sleep until a release is announced, or the holder's lease runs out (expiry
                 // publishes nothing), or the safety interval passes.
                 Ok(Attempt::Held(ttl)) if subscription.is_live() => {
@@ -144,9 +209,38 @@ fn granted(mut guard: LockGuard, attempts: u32, started: Instant) -> LockGuard {
     guard
 }
 
+/// Leaves a fair lock's queue in the background unless disarmed (by a grant).
+struct LeaveOnExit<'a> {
+    core: &'a Arc<Core>,
+    leave: Option<Call>,
+}
+
+impl<'a> LeaveOnExit<'a> {
+    fn new(core: &'a Arc<Core>, leave: Option<Call>) -> Self {
+        Self { core, leave }
+    }
+
+    fn disarm(&mut self) {
+        self.leave = None;
+    }
+}
+
+impl Drop for LeaveOnExit<'_> {
+    fn drop(&mut self) {
+        if let Some(leave) = self.leave.take() {
+            let backend = self.core.backend.clone();
+            self.core.jobs.background(async move {
+                if let Err(e) = backend.run(&leave).await {
+                    tracing::debug!(error = %e, "could not leave a fair lock's queue; the server drops the place at its deadline");
+                }
+            });
+        }
+    }
+}
+
 /// One round trip of the acquire script.
-async fn attempt(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Duration>) -> Result<Attempt> {
-    let result = try_acquire(core, keys, lease).await;
+async fn attempt(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>) -> Result<Attempt> {
+    let result = try_acquire(core, hold, lease).await;
     metrics::attempt(match &result {
         Ok(Attempt::Granted(_)) => "acquired",
         Ok(Attempt::Held(_) | Attempt::Contested) => "held",
@@ -155,14 +249,15 @@ async fn attempt(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Duration>
     result
 }
 
-async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Duration>) -> Result<Attempt> {
+async fn try_acquire(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>) -> Result<Attempt> {
+    let keys = &hold.keys;
     let (lease, renews) = match lease {
         Some(lease) => (lease, false),
         None => (core.config.default_lease, true),
     };
     let token = new_token();
     let sent_at = Moment::now();
-    let fence = match core.backend.acquire(keys, &token, lease, &core.jobs).await? {
+    let fence = match core.backend.acquire(hold, &token, lease, &core.jobs).await? {
         Grant::Granted(fence) => fence,
         Grant::Held(ttl) => return Ok(Attempt::Held(ttl)),
         Grant::Contested => return Ok(Attempt::Contested),
@@ -175,9 +270,9 @@ async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Durat
         // retry.
         tracing::warn!(lock = %keys.name, after = ?(now - sent_at), "grant answered too late; undoing it");
         metrics::late_grant();
-        let (backend, keys_owned) = (core.backend.clone(), keys.clone());
+        let (backend, hold) = (core.backend.clone(), hold.clone());
         core.jobs.background(async move {
-            let _ = backend.release(&keys_owned, &token).await;
+            let _ = backend.release(&hold, &token).await;
         });
         return Err(Error::new(
             ErrorKind::Unavailable,
@@ -186,13 +281,13 @@ async fn try_acquire(core: &Arc<Core>, keys: &Arc<LockKeys>, lease: Option<Durat
     }
     metrics::granted(fence);
     let next_event = schedule.next_event();
-    let lease = Arc::new(Lease::new(core.registry.next_id(), Arc::clone(keys), token, fence, schedule));
+    let lease = Arc::new(Lease::new(core.registry.next_id(), Arc::clone(hold), token, fence, schedule));
     core.registry.insert(lease.clone(), next_event);
     Ok(Attempt::Granted(LockGuard::new(core.clone(), lease)))
 }
 
 /// A random 128-bit owner token (hex). Generated by a CSPRNG; never accepted from outside.
-fn new_token() -> String {
+pub(crate) fn new_token() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 

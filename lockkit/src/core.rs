@@ -72,17 +72,22 @@ impl Core {
         if lease.release_confirmed.load(Ordering::Acquire) {
             return Ok(false);
         }
-        {
-            let mut state = lease.state.lock().await;
-            if !state.released {
-                state.released = true;
-                lease.publish(&state);
-                self.registry.remove(lease.id);
-                metrics::held(lease.acquired_at.elapsed());
-            }
-        }
-        let held = self.backend.release(&lease.keys, &lease.token).await?;
+        self.stop_watching(lease).await;
+        let held = self.backend.release(&lease.hold, &lease.token).await?;
         lease.release_confirmed.store(true, Ordering::Release);
         Ok(held)
+    }
+
+    /// Marks the lease released, waiting out a renewal in flight: no renewal or extension runs
+    /// after this returns. The first half of a release; a downgrade then hands the key over
+    /// instead of deleting it.
+    pub(crate) async fn stop_watching(&self, lease: &Lease) {
+        let mut state = lease.state.lock().await;
+        if !state.released {
+            state.released = true;
+            lease.publish(&state);
+            self.registry.remove(lease.id);
+            metrics::held(lease.acquired_at.elapsed());
+        }
     }
 }

@@ -31,8 +31,8 @@ use crate::{
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped; keep it while you work"]
 pub struct LockGuard {
-    core: Arc<Core>,
-    lease: Arc<Lease>,
+    pub(crate) core: Arc<Core>,
+    pub(crate) lease: Arc<Lease>,
     attempts: u32,
     waited: Duration,
     /// Set once `release()` completed, so `Drop` does not hand over a second release. A release
@@ -55,6 +55,11 @@ impl LockGuard {
         Self { core, lease, attempts: 1, waited: Duration::ZERO, released: false }
     }
 
+    /// The lease was handed over (a downgrade) or found gone: the drop has nothing to release.
+    pub(crate) fn mark_released(&mut self) {
+        self.released = true;
+    }
+
     pub(crate) fn set_acquisition(&mut self, attempts: u32, waited: Duration) {
         self.attempts = attempts;
         self.waited = waited;
@@ -62,7 +67,7 @@ impl LockGuard {
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.lease.keys.name
+        &self.lease.hold.keys.name
     }
 
     /// The fencing token of this grant: larger than that of every earlier grant of the same lock.
@@ -123,7 +128,7 @@ impl LockGuard {
             return Err(Error::lease_lost(self.name()));
         }
         let sent_at = Moment::now();
-        let renewal = [Renewal { keys: &self.lease.keys, token: &self.lease.token, lease }];
+        let renewal = [Renewal { hold: &self.lease.hold, token: &self.lease.token, lease }];
         let timeout = core.config.command_timeout;
         // (If this future is dropped here, the watchdog finds the lease again within a few
         // milliseconds: it keeps looking while a lease is busy.)

@@ -20,11 +20,39 @@ pub(crate) struct LockKeys {
     pub(crate) released: String,
 }
 
+/// Suffixes of the keys that primitives add next to `{prefix:name}` (and `:fence`). Every one
+/// shares the lock's hash tag.
+pub(crate) mod suffix {
+    /// Lock-delay: exists (with the holder's token) until `delay` after the holder's lease ends.
+    pub(crate) const DELAY: &str = "delay";
+    /// Reentrant lock: the owner's grants, token -> expiry (server ms).
+    pub(crate) const GRANTS: &str = "grants";
+    /// Read-write lock: the readers, token -> expiry (server ms).
+    pub(crate) const READERS: &str = "readers";
+    /// Read-write lock with writer preference: set while a writer waits.
+    pub(crate) const WRITER_WAITING: &str = "writer-waiting";
+    /// Semaphore: the permits, token -> expiry (server ms).
+    pub(crate) const PERMITS: &str = "permits";
+    /// Fair lock: the waiters, ticket -> arrival (server µs).
+    pub(crate) const QUEUE: &str = "queue";
+    /// Fair lock: the waiters, ticket -> deadline (server ms).
+    pub(crate) const QUEUE_DEADLINES: &str = "queue-deadlines";
+    /// Fair lock: prefix of each waiter's wake-up channel (`...:wake:TICKET`).
+    pub(crate) const WAKE: &str = "wake";
+    /// Every suffix whose key means "the name is in use" (for fence retirement and inspection).
+    pub(crate) const IN_USE: [&str; 6] = [DELAY, GRANTS, READERS, PERMITS, QUEUE, QUEUE_DEADLINES];
+}
+
 impl LockKeys {
     pub(crate) fn new(prefix: &str, name: &str) -> Result<Self> {
         validate_name(name)?;
         let lock = format!("{{{prefix}:{name}}}");
         Ok(Self { name: name.to_owned(), fence: format!("{lock}:fence"), released: format!("{lock}:released"), lock })
+    }
+
+    /// `{prefix:name}:suffix`: a key of this lock with the same hash tag.
+    pub(crate) fn key(&self, suffix: &str) -> String {
+        format!("{}:{suffix}", self.lock)
     }
 
     /// Recovers a lock name from one of its keys (`{prefix:name}` or `{prefix:name}:suffix`).

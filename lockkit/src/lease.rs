@@ -11,7 +11,7 @@ use std::{
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{Fence, clock::Moment, keys::LockKeys, metrics};
+use crate::{Fence, clock::Moment, hold::Hold, metrics};
 
 /// Why a lease was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -113,6 +113,11 @@ impl Schedule {
     pub(crate) fn lease(&self) -> Duration {
         self.lease
     }
+
+    /// Whether the watchdog renews it.
+    pub(crate) fn renews(&self) -> bool {
+        self.renews
+    }
 }
 
 /// Mutable part of a lease, behind an async mutex (see [`Lease::state`]).
@@ -129,7 +134,8 @@ pub(crate) struct LeaseState {
 pub(crate) struct Lease {
     /// Key in the watchdog's registry.
     pub(crate) id: u64,
-    pub(crate) keys: Arc<LockKeys>,
+    /// What the lease holds, and so which scripts extend and release it.
+    pub(crate) hold: Arc<Hold>,
     /// The random owner token stored in the lock key. Never leaves the process.
     pub(crate) token: String,
     pub(crate) fence: Fence,
@@ -151,10 +157,10 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    pub(crate) fn new(id: u64, keys: Arc<LockKeys>, token: String, fence: Fence, schedule: Schedule) -> Self {
+    pub(crate) fn new(id: u64, hold: Arc<Hold>, token: String, fence: Fence, schedule: Schedule) -> Self {
         Self {
             id,
-            keys,
+            hold,
             token,
             fence,
             acquired_at: Instant::now(),
@@ -170,7 +176,7 @@ impl Lease {
     pub(crate) fn mark_lost(&self, cause: LeaseLoss) {
         if self.loss.set(cause).is_ok() {
             metrics::lost(cause.label());
-            tracing::warn!(lock = %self.keys.name, fence = %self.fence, ?cause, "lease lost");
+            tracing::warn!(lock = %self.hold.keys.name, fence = %self.fence, ?cause, "lease lost");
             self.lost.cancel();
         }
     }
@@ -281,9 +287,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn lost_signal_fires_once_with_the_first_cause() {
-        let keys = Arc::new(LockKeys::new("lockkit", "x").unwrap());
+        let keys = crate::keys::LockKeys::new("lockkit", "x").unwrap();
+        let hold = Arc::new(Hold::new(keys, crate::hold::HoldKind::Lock { delay: Duration::ZERO }));
         let t0 = Moment::now();
-        let lease = Arc::new(Lease::new(1, keys, "t".into(), Fence::new(1), Schedule::granted(t0, LEASE, true)));
+        let lease = Arc::new(Lease::new(1, hold, "t".into(), Fence::new(1), Schedule::granted(t0, LEASE, true)));
         let signal = lease.lost_signal();
         let waiter = tokio::spawn(async move { signal.cancelled().await });
         tokio::time::sleep(Duration::from_secs(60)).await;

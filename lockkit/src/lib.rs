@@ -8,7 +8,10 @@
 //! | `core` | what a client, its guards and its watchdog share (backend, settings, lease registry, job queue), and the idempotent release |
 //! | `backend` | the seam to the servers ([`BackendKind`]): one Redis, Redis Cluster, Redlock; the connection URL |
 //! | `connections` | long-lived multiplexed connections taken from a deadpool pool (one Redis, each Redlock node) |
-//! | `acquire` | [`Acquire`]: the acquire script round trip and the wait loop |
+//! | `acquire` | [`Acquire`]: the acquire script round trip and the wait loop, for every primitive; lock-delay |
+//! | `hold` | what a lease holds (plain lock, reentrant grant, read share, write grant, permit, fair waiter) and so which scripts acquire, extend and release it |
+//! | `primitives` | reentrant, fair, read-write, semaphore and multi-lock: their scripts and constructors on [`LockClient`] |
+//! | `retire` | [`LockClient::retire_fence`]: fence counter hygiene for names that will not be used again |
 //! | `guard` | [`LockGuard`]: fence, loss signal, extend, release |
 //! | `lease` | shared state of a granted lease, its local deadline and renewal timetable; [`LeaseLoss`] |
 //! | `registry` | the leases a client holds and when the watchdog looks at them next |
@@ -17,7 +20,7 @@
 //! | `clock` | the lease clock (`CLOCK_BOOTTIME` on Linux: it counts a suspend) |
 //! | `fence` | [`Fence`], the fencing token |
 //! | `keys` | key names of a lock (one hash tag per lock) |
-//! | `scripts` | the Lua scripts and their millisecond arguments |
+//! | `scripts` | the plain lock's Lua scripts, and `Call`: one script invocation that any backend runs or pipelines |
 //! | `inspect` | [`LockInfo`]: read-only views for operators |
 //! | `metrics` | metric names (the `metrics` facade; no exporter here) |
 //! | `error` | [`Error`], [`ErrorKind`] |
@@ -38,11 +41,14 @@ mod core;
 mod error;
 mod fence;
 mod guard;
+mod hold;
 mod inspect;
 mod keys;
 mod lease;
 mod metrics;
+mod primitives;
 mod registry;
+mod retire;
 mod scripts;
 mod wake;
 mod watchdog;
@@ -56,3 +62,8 @@ pub use guard::LockGuard;
 pub use inspect::LockInfo;
 pub use keys::MAX_NAME_LEN;
 pub use lease::LeaseLoss;
+pub use primitives::{
+    multi::{MultiAcquire, MultiGuard},
+    read_write::ReadWriteLock,
+};
+pub use retire::FenceRetirement;

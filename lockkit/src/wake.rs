@@ -29,6 +29,9 @@ struct Channel {
     /// so waking all of them would turn every release into a burst of doomed attempts. When the
     /// connection drops or returns, all waiters are woken to re-check.
     notify: Arc<Notify>,
+    /// Set when any waiter of the channel asked for every local waiter to be woken (readers and
+    /// permits: several can get in on one release).
+    wake_all: bool,
     waiters: usize,
     /// Whether Redis confirmed the subscription on the current connection. Set by the hub task
     /// whenever the confirmation arrives, however late; read by the waiters.
@@ -37,7 +40,7 @@ struct Channel {
 
 impl Channel {
     fn new() -> Self {
-        Self { notify: Arc::default(), waiters: 0, confirmed: watch::channel(false).0 }
+        Self { notify: Arc::default(), wake_all: false, waiters: 0, confirmed: watch::channel(false).0 }
     }
 }
 
@@ -106,14 +109,16 @@ impl WakeHub {
         Self { shared, commands, command_timeout }
     }
 
-    /// Registers interest in `channel` and waits, at most `within` (and never past the command
+    /// Registers interest in `channel` (a message wakes one local waiter, or all of them once any
+    /// subscriber asked for `wake_all`) and waits, at most `within` (and never past the command
     /// timeout), until Redis will deliver its messages to us. Unconfirmed by then, the
     /// subscription still turns [live](WakeSubscription::is_live) when the confirmation arrives.
-    pub(crate) async fn subscribe(&self, channel: &str, within: Duration) -> WakeSubscription {
+    pub(crate) async fn subscribe(&self, channel: &str, wake_all: bool, within: Duration) -> WakeSubscription {
         let (notify, confirmed) = {
             let mut channels = self.shared.channels.lock().unwrap();
             let entry = channels.entry(channel.to_owned()).or_insert_with(Channel::new);
             entry.waiters += 1;
+            entry.wake_all |= wake_all;
             (entry.notify.clone(), entry.confirmed.subscribe())
         };
         // Built before any await, so a cancelled subscribe still unregisters.
@@ -242,7 +247,11 @@ async fn run(
                         message = messages.next() => match message {
                             Some(message) => {
                                 if let Some(channel) = shared.channels.lock().unwrap().get(message.get_channel_name()) {
-                                    channel.notify.notify_one();
+                                    if channel.wake_all {
+                                        channel.notify.notify_waiters();
+                                    } else {
+                                        channel.notify.notify_one();
+                                    }
                                 }
                             }
                             None => break,

@@ -60,7 +60,7 @@ fn run_job(job: Job) {
         Job::Release(core, lease) => {
             tokio::spawn(async move {
                 if let Err(e) = core.release(&lease).await {
-                    tracing::warn!(lock = %lease.keys.name, error = %e, "background release failed; the lease will expire");
+                    tracing::warn!(lock = %lease.hold.keys.name, error = %e, "background release failed; the lease will expire");
                 }
             });
         }
@@ -122,7 +122,7 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
         .min(core.config.command_timeout);
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
-        .map(|(lease, state)| Renewal { keys: &lease.keys, token: &lease.token, lease: state.schedule.lease() })
+        .map(|(lease, state)| Renewal { hold: &lease.hold, token: &lease.token, lease: state.schedule.lease() })
         .collect();
     metrics::renewal_round_trip();
     let outcome = tokio::time::timeout(budget, core.backend.renew(&renewals))

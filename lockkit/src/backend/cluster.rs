@@ -29,9 +29,10 @@ use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
+    hold::Hold,
     inspect,
     keys::LockKeys,
-    scripts,
+    scripts::{self, Call},
     wake::WakeHub,
 };
 
@@ -115,7 +116,7 @@ impl Backend for RedisCluster {
 
     fn acquire<'a>(
         &'a self,
-        keys: &'a Arc<LockKeys>,
+        hold: &'a Arc<Hold>,
         token: &'a str,
         lease: Duration,
         jobs: &'a Jobs,
@@ -123,15 +124,20 @@ impl Backend for RedisCluster {
         Box::pin(async move {
             let mut conn = self.conn().await?;
             // The same connection routes the undo to the same master, after the request.
-            let mut undo = UndoOnCancel::release_on(jobs, conn.clone(), keys, token);
-            let reply = scripts::acquire(&mut conn, keys, token, lease).await?;
+            let call = hold.acquire(token, lease);
+            let mut undo = UndoOnCancel::release_on(jobs, conn.clone(), hold, token);
+            let reply = scripts::acquire(&mut conn, &call).await?;
             undo.disarm();
             Ok(reply.into())
         })
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move { Ok(scripts::release(&mut self.conn().await?, keys, token).await?) })
+    fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { Ok(scripts::owner_checked(&mut self.conn().await?, &hold.release(token)).await?) })
+    }
+
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+        Box::pin(async move { Ok(call.invoke(&mut self.conn().await?).await?) })
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
@@ -140,7 +146,7 @@ impl Backend for RedisCluster {
             let renewals = batch.iter().map(|r| {
                 let mut conn = conn.clone();
                 async move {
-                    match scripts::extend(&mut conn, r.keys, r.token, r.lease).await {
+                    match scripts::owner_checked(&mut conn, &r.hold.extend(r.token, r.lease)).await {
                         Ok(true) => Renewed::Extended,
                         Ok(false) => Renewed::Gone,
                         Err(_) => Renewed::Unanswered,

@@ -23,8 +23,9 @@ use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
     error::Result,
+    hold::Hold,
     keys::LockKeys,
-    scripts::{self, AcquireReply},
+    scripts::{self, AcquireReply, Call},
     wake::WakeHub,
 };
 
@@ -82,7 +83,7 @@ impl From<AcquireReply> for Grant {
 /// One lease to renew.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Renewal<'a> {
-    pub(crate) keys: &'a LockKeys,
+    pub(crate) hold: &'a Hold,
     pub(crate) token: &'a str,
     pub(crate) lease: Duration,
 }
@@ -108,19 +109,25 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// connects to whatever answers: its nodes may come back).
     fn ping(&self) -> BoxFuture<'_, Result<()>>;
 
-    /// One attempt to take the lock for `token` with a lease of `lease`. If the future is dropped
+    /// One attempt to take `hold` for `token` with a lease of `lease`. If the future is dropped
     /// after the request may have reached a server, the backend hands an owner-checked undo to
-    /// `jobs`, ordered after the request.
+    /// `jobs`, ordered after the request. A backend that cannot keep the primitive refuses with
+    /// [`ErrorKind::Config`](crate::ErrorKind::Config).
     fn acquire<'a>(
         &'a self,
-        keys: &'a Arc<LockKeys>,
+        hold: &'a Arc<Hold>,
         token: &'a str,
         lease: Duration,
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>>;
 
-    /// Owner-checked delete that wakes waiters; true when `token` still held the lock.
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// Owner-checked release that wakes waiters; true when `token` still held its grant.
+    fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Runs one of a primitive's own scripts (a queue exit, a downgrade, a fence retirement) on
+    /// the servers of its one hash tag. Redlock refuses with
+    /// [`ErrorKind::Config`](crate::ErrorKind::Config).
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>>;
 
     /// Renews a batch of leases, one outcome per lease in order. The caller bounds the whole call.
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>>;
@@ -163,13 +170,13 @@ impl<'a> UndoOnCancel<'a> {
     pub(crate) fn release_on(
         jobs: &'a Jobs,
         mut conn: impl ConnectionLike + Send + 'static,
-        keys: &Arc<LockKeys>,
+        hold: &Arc<Hold>,
         token: &str,
     ) -> Self {
-        let (keys, token) = (keys.clone(), token.to_owned());
+        let (name, release) = (hold.keys.name.clone(), hold.release(token));
         Self::new(jobs, async move {
-            if let Err(e) = scripts::release(&mut conn, &keys, &token).await {
-                tracing::warn!(lock = %keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
+            if let Err(e) = scripts::owner_checked(&mut conn, &release).await {
+                tracing::warn!(lock = %name, error = %e, "could not undo an abandoned acquire; it will expire");
             }
         })
     }

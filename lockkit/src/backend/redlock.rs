@@ -10,6 +10,9 @@
 //!   its largest counter, after its own increment, is larger.
 //! - **Renewal** needs a majority to confirm; the lease is lost when a majority no longer has it.
 //! - **Release** is owner-checked on every node.
+//! - **Primitives**: only the plain lock (with or without a lock-delay, on each node) runs here;
+//!   the reentrant, fair, read-write and semaphore primitives and fence retirement are refused
+//!   with a `Config` error, since their counts, queues and permits cannot be agreed by a vote.
 //!
 //! What this does not guarantee, honestly:
 //! - A node that restarts without persistence forgets the keys and the counters it had. One such
@@ -33,9 +36,10 @@ use crate::{
     connections::Connections,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
+    hold::Hold,
     inspect::{self, NodeView},
     keys::LockKeys,
-    scripts::{self, AcquireReply},
+    scripts::{self, AcquireReply, Call},
     wake::WakeHub,
 };
 
@@ -120,15 +124,26 @@ impl Redlock {
     /// each release follows its acquire). Returns how many nodes still had our token.
     async fn release_on(
         conns: Vec<Option<MultiplexedConnection>>,
-        keys: &LockKeys,
+        hold: &Hold,
         token: &str,
         within: Duration,
     ) -> usize {
+        let release = &hold.release(token);
         let releases = conns.into_iter().flatten().map(|mut conn| async move {
-            matches!(tokio::time::timeout(within, scripts::release(&mut conn, keys, token)).await, Ok(Ok(true)))
+            matches!(tokio::time::timeout(within, scripts::owner_checked(&mut conn, release)).await, Ok(Ok(true)))
         });
         join_all(releases).await.into_iter().filter(|released| *released).count()
     }
+}
+
+/// The refusal of a primitive that Redlock cannot keep.
+fn not_supported(what: &str) -> Error {
+    Error::new(
+        ErrorKind::Config,
+        format!(
+            "{what}: not supported on redlock (only the plain lock and its lock-delay are); use one redis or a cluster"
+        ),
+    )
 }
 
 impl Backend for Redlock {
@@ -154,12 +169,17 @@ impl Backend for Redlock {
 
     fn acquire<'a>(
         &'a self,
-        keys: &'a Arc<LockKeys>,
+        hold: &'a Arc<Hold>,
         token: &'a str,
         lease: Duration,
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>> {
         Box::pin(async move {
+            if !hold.runs_on_redlock() {
+                return Err(not_supported(hold.what()));
+            }
+            let keys = &hold.keys;
+            let call = &hold.acquire(token, lease);
             let within = self.within(lease);
             // One connection per node, checked out first: the undo and the releases of a failed
             // attempt go over the same connections, after the requests.
@@ -169,14 +189,14 @@ impl Backend for Redlock {
             let conns: Vec<Option<MultiplexedConnection>> =
                 lanes.iter().map(|l| l.as_ref().map(|l| l.conn.clone())).collect();
             let mut undo = {
-                let (conns, keys, token) = (conns.clone(), keys.clone(), token.to_owned());
+                let (conns, hold, token) = (conns.clone(), hold.clone(), token.to_owned());
                 UndoOnCancel::new(jobs, async move {
-                    Self::release_on(conns, &keys, &token, Duration::from_secs(1)).await;
+                    Self::release_on(conns, &hold, &token, Duration::from_secs(1)).await;
                 })
             };
             let attempts = lanes.iter_mut().zip(&self.nodes).map(|(lane, node)| async move {
                 let Some(lane) = lane else { return Err(Error::unanswered("a redlock node", within)) };
-                let reply = tokio::time::timeout(within, scripts::acquire(&mut lane.conn, keys, token, lease))
+                let reply = tokio::time::timeout(within, scripts::acquire(&mut lane.conn, call))
                     .await
                     .unwrap_or_else(|_| {
                         Err(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))
@@ -205,7 +225,7 @@ impl Backend for Redlock {
                 }
             }
             // Not ours: undo every partial grant now, so that no node keeps a key for it.
-            Self::release_on(conns, keys, token, within).await;
+            Self::release_on(conns, hold, token, within).await;
             undo.disarm();
             self.require_quorum("an acquire", &replies)?;
             let held: Vec<Option<Duration>> = replies
@@ -219,11 +239,12 @@ impl Backend for Redlock {
         })
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+    fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            let release = &hold.release(token);
             let outcomes = self
                 .on_all("a release", self.node_timeout, |mut conn| async move {
-                    scripts::release(&mut conn, keys, token).await
+                    scripts::owner_checked(&mut conn, release).await
                 })
                 .await;
             self.require_quorum("a release", &outcomes)?;
@@ -234,9 +255,10 @@ impl Backend for Redlock {
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
         Box::pin(async move {
             let within = self.within(batch.iter().map(|r| r.lease).min().unwrap_or_default());
-            let per_node = self
-                .on_all("a renewal", within, |mut conn| async move {
-                    scripts::extend_pipelined(&mut conn, batch.iter().map(|r| (r.keys, r.token, r.lease))).await
+            let calls: &[Call] = &batch.iter().map(|r| r.hold.extend(r.token, r.lease)).collect::<Vec<_>>();
+            let per_node =
+                self.on_all("a renewal", within, |mut conn| async move {
+                    scripts::extend_pipelined(&mut conn, calls).await
                 })
                 .await;
             let outcomes = (0..batch.len())
@@ -255,6 +277,10 @@ impl Backend for Redlock {
                 .collect();
             Ok(outcomes)
         })
+    }
+
+    fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+        Box::pin(async move { Err(not_supported("this operation")) })
     }
 
     fn raise_fence<'a>(&'a self, keys: &'a LockKeys, at_least: Fence) -> BoxFuture<'a, Result<Fence>> {

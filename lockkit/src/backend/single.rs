@@ -9,9 +9,10 @@ use crate::{
     connections::Connections,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
+    hold::Hold,
     inspect,
     keys::LockKeys,
-    scripts,
+    scripts::{self, Call},
     wake::WakeHub,
 };
 
@@ -42,7 +43,7 @@ impl Backend for SingleRedis {
 
     fn acquire<'a>(
         &'a self,
-        keys: &'a Arc<LockKeys>,
+        hold: &'a Arc<Hold>,
         token: &'a str,
         lease: Duration,
         jobs: &'a Jobs,
@@ -50,8 +51,9 @@ impl Backend for SingleRedis {
         Box::pin(async move {
             // Connecting is bounded by the connection timeout, the script by the response timeout.
             let mut lane = self.conns.checkout().await?;
-            let mut undo = UndoOnCancel::release_on(jobs, lane.conn.clone(), keys, token);
-            let reply = scripts::acquire(&mut lane.conn, keys, token, lease).await.map_err(Into::into);
+            let call = hold.acquire(token, lease);
+            let mut undo = UndoOnCancel::release_on(jobs, lane.conn.clone(), hold, token);
+            let reply = scripts::acquire(&mut lane.conn, &call).await.map_err(Into::into);
             self.conns.report(&lane, &reply);
             // An error leaves `undo` armed: the script may have run although its answer was lost.
             let reply = reply?;
@@ -60,14 +62,21 @@ impl Backend for SingleRedis {
         })
     }
 
-    fn release<'a>(&'a self, keys: &'a LockKeys, token: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(self.conns.run(async move |conn| scripts::release(conn, keys, token).await))
+    fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let call = hold.release(token);
+            self.conns.run(async |conn| scripts::owner_checked(conn, &call).await).await
+        })
+    }
+
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+        Box::pin(self.conns.run(async move |conn| call.invoke(conn).await))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
         Box::pin(async move {
-            let leases = batch.iter().map(|r| (r.keys, r.token, r.lease));
-            let replies = self.conns.run(async |conn| scripts::extend_pipelined(conn, leases).await).await?;
+            let calls: Vec<Call> = batch.iter().map(|r| r.hold.extend(r.token, r.lease)).collect();
+            let replies = self.conns.run(async |conn| scripts::extend_pipelined(conn, &calls).await).await?;
             Ok(replies.into_iter().map(|ours| if ours { Renewed::Extended } else { Renewed::Gone }).collect())
         })
     }

@@ -4,7 +4,7 @@
 //! lockctl --url URL acquire NAME [--ttl-ms N] [--wait-ms W] [--hold-ms H]
 //! lockctl inspect PATTERN
 //! lockctl fence NAME --at-least N
-//! lockctl bench [--concurrency C] [--duration-ms D] [--locks K]
+//! lockctl bench [--concurrency C] [--duration-ms D] [--locks K] [--fair]
 //! ```
 //!
 //! The URL picks the backend: `redis://` (one Redis), `redis+cluster://h:p,h:p` (a cluster's seed
@@ -78,6 +78,10 @@ enum Command {
         /// Distinct locks; defaults to the concurrency (uncontended).
         #[arg(long)]
         locks: Option<usize>,
+        /// Also run the same load on the fair lock, right after the plain one, and print both
+        /// (compare their wait and hand-over percentiles).
+        #[arg(long)]
+        fair: bool,
     },
 }
 
@@ -121,9 +125,12 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
             println!("{}", json!({"name": name, "fence": fence.get()}));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench { concurrency, duration_ms, locks } => {
-            let report = bench(&client, concurrency.max(1), Duration::from_millis(duration_ms), locks).await?;
-            println!("{report}");
+        Command::Bench { concurrency, duration_ms, locks, fair } => {
+            let duration = Duration::from_millis(duration_ms);
+            println!("{}", bench(&client, concurrency.max(1), duration, locks, false).await?);
+            if fair {
+                println!("{}", bench(&client, concurrency.max(1), duration, locks, true).await?);
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -175,13 +182,24 @@ fn no_quorum(command: &Command, e: &lockkit::Error) -> ExitCode {
     ExitCode::from(NOT_ACQUIRED)
 }
 
-/// Runs `concurrency` tasks for `duration`, each looping acquire+release, and reports pairs/s
-/// with latency percentiles of the pairs.
+/// One grant in a bench run: which lock, its fence, and when (µs since the start) it was granted
+/// and released.
+struct Grant {
+    lock: usize,
+    fence: u64,
+    granted_us: u64,
+    released_us: u64,
+}
+
+/// Runs `concurrency` tasks for `duration`, each looping acquire+release (of the plain or the
+/// fair lock), and reports pairs/s with percentiles of the pairs, of the wait for the lock, and
+/// of the hand-over: from one holder's release to the next grant of the same lock.
 async fn bench(
     client: &LockClient,
     concurrency: usize,
     duration: Duration,
     locks: Option<usize>,
+    fair: bool,
 ) -> lockkit::Result<serde_json::Value> {
     let locks = locks.unwrap_or(concurrency).max(1);
     let run_id = format!("{:08x}", rand_suffix());
@@ -190,32 +208,58 @@ async fn bench(
     let mut tasks = Vec::with_capacity(concurrency);
     for task in 0..concurrency {
         let client = client.clone();
-        let name = Arc::new(format!("bench:{run_id}:{}", task % locks));
+        let lock = task % locks;
+        let name = Arc::new(format!("bench:{run_id}:{}:{lock}", if fair { "fair" } else { "plain" }));
         tasks.push(tokio::spawn(async move {
-            let mut latencies_us = Vec::new();
+            let (mut pairs_us, mut waits_us, mut grants) = (Vec::new(), Vec::new(), Vec::new());
+            let since = |t: Instant| t.duration_since(started).as_micros() as u64;
             while Instant::now() < stop {
                 let t0 = Instant::now();
-                let guard = client.lock(&name, Duration::from_secs(5)).await?;
+                let wait = Duration::from_secs(5);
+                let guard = if fair { client.fair(&name).wait(wait).await? } else { client.lock(&name, wait).await? };
+                let granted = Instant::now();
+                let fence = guard.fence().get();
                 guard.release().await?;
-                latencies_us.push(t0.elapsed().as_micros() as u64);
+                let released = Instant::now();
+                waits_us.push((granted - t0).as_micros() as u64);
+                pairs_us.push((released - t0).as_micros() as u64);
+                grants.push(Grant { lock, fence, granted_us: since(granted), released_us: since(released) });
             }
-            Ok::<_, lockkit::Error>(latencies_us)
+            Ok::<_, lockkit::Error>((pairs_us, waits_us, grants))
         }));
     }
-    let mut all = Vec::new();
+    let (mut pairs, mut waits, mut grants) = (Vec::new(), Vec::new(), Vec::new());
     for task in tasks {
-        all.extend(task.await.expect("bench task panicked")?);
+        let (p, w, g) = task.await.expect("bench task panicked")?;
+        pairs.extend(p);
+        waits.extend(w);
+        grants.extend(g);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let percentile = |p: f64| all.get(((all.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0);
+    // Consecutive grants of one lock: the release of one to the grant of the next.
+    grants.sort_unstable_by_key(|g| (g.lock, g.fence));
+    let mut handovers: Vec<u64> = grants
+        .windows(2)
+        .filter(|w| w[0].lock == w[1].lock && w[1].fence == w[0].fence + 1)
+        .map(|w| w[1].granted_us.saturating_sub(w[0].released_us))
+        .collect();
+    let percentile = |values: &mut Vec<u64>, p: f64| {
+        values.sort_unstable();
+        values.get(((values.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0)
+    };
     Ok(json!({
+        "lock": if fair { "fair" } else { "plain" },
         "concurrency": concurrency,
         "locks": locks,
-        "pairs": all.len(),
-        "pairs_per_sec": (all.len() as f64 / elapsed).round(),
-        "p50_us": percentile(0.50),
-        "p99_us": percentile(0.99),
+        "pairs": pairs.len(),
+        "pairs_per_sec": (pairs.len() as f64 / elapsed).round(),
+        "p50_us": percentile(&mut pairs, 0.50),
+        "p99_us": percentile(&mut pairs, 0.99),
+        "wait_p50_us": percentile(&mut waits, 0.50),
+        "wait_p99_us": percentile(&mut waits, 0.99),
+        "wait_max_us": waits.iter().max().copied().unwrap_or(0),
+        "handover_p50_us": percentile(&mut handovers, 0.50),
+        "handover_p99_us": percentile(&mut handovers, 0.99),
     }))
 }
 

@@ -13,5 +13,6 @@ mod lease;
 mod lockctl;
 mod mutual_exclusion;
 mod operations;
+mod primitives;
 mod redlock;
 mod waiting;

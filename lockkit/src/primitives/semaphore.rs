@@ -1,0 +1,74 @@
+//! The semaphore with expirable permits: at most `permits` holders at once, each permit a lease of
+//! its own with its own fence. A dead client's permits come back when their lease ends, timed by
+//! the server: each permit is a member of `{prefix:name}:permits` scored by its expiry (server
+//! ms), and every acquire drops the expired ones first.
+//!
+//! The permit count is given by every caller (`client.semaphore(name, permits)`): callers of one
+//! name must agree on it. A caller that asks for fewer permits is refused while the set holds as
+//! many; one that asks for more can add to it.
+
+use std::{sync::LazyLock, time::Duration};
+
+use redis::Script;
+
+use super::members;
+use crate::{
+    Acquire, LockClient,
+    hold::HoldKind,
+    keys::{LockKeys, suffix},
+    scripts::{self, Call, millis},
+};
+
+/// Grants a permit if fewer than `limit` are live. KEYS: permits, fence. ARGV: token, lease ms,
+/// limit. Returns `{1, fence}` (each permit its own) or `{0, ms until the earliest expiry}`.
+const ACQUIRE: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  keep(KEYS[1], ARGV[2])
+  return {1, redis.call('INCR', KEYS[2])}
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, tonumber(first[2]) - now}
+";
+
+static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(ACQUIRE));
+
+pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, permits: u32) -> Call {
+    Call::new(
+        &ACQUIRE_SCRIPT,
+        vec![keys.key(suffix::PERMITS), keys.fence.clone()],
+        vec![token.to_owned(), millis(lease).to_string(), permits.to_string()],
+    )
+}
+
+pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
+    members::extend(vec![keys.key(suffix::PERMITS)], token, lease)
+}
+
+pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
+    members::release(vec![keys.key(suffix::PERMITS)], token, &keys.released)
+}
+
+impl LockClient {
+    /// One permit of the semaphore `name` of `permits` (at least 1; 0 fails with
+    /// [`ErrorKind::Config`](crate::ErrorKind::Config)). The guard holds one permit: its lease is
+    /// renewed by the watchdog like a lock's, its [`fence`](crate::LockGuard::fence) is its own
+    /// (every permit increments the name's counter), and a permit whose holder died comes back
+    /// when its lease ends, timed by Redis.
+    ///
+    /// Not on Redlock (the acquire fails with [`ErrorKind::Config`](crate::ErrorKind::Config)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {
+    /// use std::time::Duration;
+    /// // At most 4 concurrent exports, whatever the number of workers.
+    /// let permit = client.semaphore("exports", 4).wait(Duration::from_secs(10)).await?;
+    /// println!("exporting under fence {}", permit.fence());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore<'a>(&'a self, name: &'a str, permits: u32) -> Acquire<'a> {
+        Acquire::of(self.core(), name, HoldKind::Permit { permits })
+    }
+}
