@@ -74,6 +74,37 @@ pub struct Settings {
     /// heartbeat (`SECKILL_INSTANCE`; unique among the instances of a deployment, at most 64
     /// printable characters). Empty (the default) picks a random one at start-up.
     pub instance: String,
+    /// `redis-gate`: stream entries unacknowledged this long are claimed by another consumer, and
+    /// orders in flight this long count as dead for reconciliation (`SECKILL_GATE_CLAIM_IDLE_MS`).
+    #[serde(with = "millis")]
+    pub gate_claim_idle: Duration,
+    /// `redis-gate`: how often each stream consumer looks for such entries
+    /// (`SECKILL_GATE_CLAIM_INTERVAL_MS`).
+    #[serde(with = "millis")]
+    pub gate_claim_interval: Duration,
+    /// **Test only**: a failpoint that makes the process fail on purpose (`SECKILL_FAILPOINT`).
+    /// Never set it in production.
+    pub failpoint: Option<Failpoint>,
+}
+
+/// A failpoint: a place where the process fails on purpose, for tests and the chaos suite only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failpoint {
+    /// `gate-after-decrement`: a `redis-gate` order aborts the process (as `kill -9` would) right
+    /// after its Lua decrement and before its stream write: the units are taken, no order exists.
+    GateAfterDecrement,
+}
+
+impl std::str::FromStr for Failpoint {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "gate-after-decrement" => Ok(Self::GateAfterDecrement),
+            _ => Err(ConfigError("SECKILL_FAILPOINT must be gate-after-decrement (tests only)".into())),
+        }
+    }
 }
 
 impl Default for Settings {
@@ -93,6 +124,9 @@ impl Default for Settings {
             workers: 0,
             max_in_flight: 256,
             instance: String::new(),
+            gate_claim_idle: Duration::from_secs(5),
+            gate_claim_interval: Duration::from_secs(1),
+            failpoint: None,
         }
     }
 }
@@ -167,6 +201,15 @@ impl Settings {
             }
             self.instance = v;
         }
+        if let Some(v) = var("SECKILL_GATE_CLAIM_IDLE_MS") {
+            self.gate_claim_idle = Duration::from_millis(parse("SECKILL_GATE_CLAIM_IDLE_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_GATE_CLAIM_INTERVAL_MS") {
+            self.gate_claim_interval = Duration::from_millis(parse("SECKILL_GATE_CLAIM_INTERVAL_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_FAILPOINT").filter(|v| !v.is_empty()) {
+            self.failpoint = Some(v.parse()?);
+        }
         if let Some(v) = var("SECKILL_WORKERS") {
             self.workers = parse("SECKILL_WORKERS", &v)?;
         }
@@ -178,6 +221,7 @@ impl Settings {
             || self.db_pool_size == 0
             || self.db_critical_pool_size == 0
             || self.max_in_flight == 0
+            || self.gate_claim_interval.is_zero()
         {
             return Err(ConfigError("lock lease must be >= 100 ms, deadline and pool size positive".into()));
         }
@@ -224,6 +268,15 @@ mod tests {
             Settings { admin_token: Secret::new("hunter2"), database_url: Secret::new("postgres://u:pw@h/db"), ..Settings::default() };
         let printed = format!("{settings:?}");
         assert!(!printed.contains("hunter2") && !printed.contains("pw@"));
+    }
+
+    #[test]
+    fn the_failpoint_is_off_unless_named() {
+        assert_eq!(Settings::default().failpoint, None);
+        let env = |name: &str| (name == "SECKILL_FAILPOINT").then(|| "gate-after-decrement".to_string());
+        assert_eq!(Settings::default().with_env(env).unwrap().failpoint, Some(Failpoint::GateAfterDecrement));
+        let env = |name: &str| (name == "SECKILL_FAILPOINT").then(|| "everywhere".to_string());
+        assert!(Settings::default().with_env(env).is_err());
     }
 
     #[test]

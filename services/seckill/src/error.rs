@@ -4,7 +4,10 @@
 use actix_web::{HttpResponse, ResponseError, http::StatusCode};
 use serde_json::json;
 
-use crate::{inventory::InventoryError, store::StoreError};
+use crate::{
+    inventory::{InventoryError, gate::reconcile::ReconcileError},
+    store::StoreError,
+};
 
 /// An error answered to a client as `{"error": CODE, "message": ...}`.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -36,6 +39,12 @@ pub enum ApiError {
     /// The idempotency key was already used for a different order.
     #[error("Idempotency-Key was already used for a different order")]
     IdempotencyKeyReused,
+    /// Reconciliation of a sale that does not use `redis-gate`.
+    #[error("{0}")]
+    NotRedisGate(String),
+    /// Reconciliation refused: orders are still queued or in flight.
+    #[error("{0}")]
+    QueueNotDrained(String),
     /// The request deadline passed while waiting (locks, retries).
     #[error("busy, retry shortly")]
     Busy,
@@ -60,6 +69,8 @@ impl ApiError {
             Self::SoldOut => "sold_out",
             Self::UserLimitReached => "user_limit_reached",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::NotRedisGate(_) => "not_redis_gate",
+            Self::QueueNotDrained(_) => "queue_not_drained",
             Self::Busy => "busy",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
@@ -75,7 +86,7 @@ impl ResponseError for ApiError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::UnknownSale(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::SoldOut | Self::UserLimitReached => StatusCode::CONFLICT,
+            Self::SoldOut | Self::UserLimitReached | Self::NotRedisGate(_) | Self::QueueNotDrained(_) => StatusCode::CONFLICT,
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Busy | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -125,6 +136,17 @@ impl From<InventoryError> for ApiError {
             }
             InventoryError::Store(e) => e.into(),
             InventoryError::Bug(detail) => Self::Internal(detail),
+        }
+    }
+}
+
+impl From<ReconcileError> for ApiError {
+    fn from(e: ReconcileError) -> Self {
+        match e {
+            ReconcileError::NotGate(_) => Self::NotRedisGate(e.to_string()),
+            ReconcileError::NotDrained { .. } => Self::QueueNotDrained(e.to_string()),
+            ReconcileError::Moving => Self::Busy,
+            ReconcileError::Inventory(e) => e.into(),
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::{
     config::Settings,
     inventory::{
         Inventory,
+        gate::{Gate, GateSettings},
         hints::Hints,
         owned::{OwnedShards, PlacementSettings},
         shard_locks::ShardLocks,
@@ -52,6 +53,7 @@ pub struct Application {
     server: Server,
     locks: LockClient,
     owned: Arc<OwnedShards>,
+    gate: Arc<Gate>,
 }
 
 /// How often an instance looks at idle owned shards and at other instances' requests for stock.
@@ -72,6 +74,7 @@ impl Application {
         let redis_url = settings.redis_url.expose();
         let locks = LockClient::builder(redis_url).default_lease(settings.lock_lease).connect().await?;
         let redis = redis::Client::open(redis_url).map_err(|e| StartupError::Redis(format!("REDIS_URL: {e}")))?;
+        let redis_client = redis.clone();
         let redis = redis::aio::ConnectionManager::new(redis).await?;
         let hints = Hints::new(redis.clone());
         let shard_locks = ShardLocks::new(locks.clone());
@@ -82,9 +85,26 @@ impl Application {
             interval: PLACEMENT_INTERVAL,
             lease: settings.lock_lease,
         };
+        let gate_settings = GateSettings {
+            consumer: placement.instance.clone(),
+            claim_idle: settings.gate_claim_idle,
+            claim_interval: settings.gate_claim_interval,
+            failpoint: settings.failpoint,
+        };
+        if let Some(failpoint) = settings.failpoint {
+            tracing::warn!(?failpoint, "a test-only failpoint is enabled: this instance will fail on purpose");
+        }
+        let gate = Arc::new(Gate::new(gate_settings, redis_client, redis.clone(), db.clone()));
         let owned = OwnedShards::start(placement, settings.batch_linger, db.clone(), shard_locks.clone(), hints.clone(), redis);
-        let inventory =
-            web::Data::new(Inventory::new(db, hints, shard_locks, owned.clone(), settings.request_deadline, settings.max_in_flight));
+        let inventory = web::Data::new(Inventory::new(
+            db,
+            hints,
+            shard_locks,
+            owned.clone(),
+            gate.clone(),
+            settings.request_deadline,
+            settings.max_in_flight,
+        ));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
         let traffic = web::Data::new(Traffic::default());
         let audits = web::Data::new(AuditGate::default());
@@ -112,7 +132,7 @@ impl Application {
         .map_err(|e| StartupError::Listen(e.to_string()))?
         .run();
         tracing::info!(port, workers, "seckill listening");
-        Ok(Self { port, server, locks, owned })
+        Ok(Self { port, server, locks, owned, gate })
     }
 
     /// The bound port.
@@ -131,6 +151,8 @@ impl Application {
         self.server.await?;
         // Every request has been answered: hand the owned shards back so others take over now.
         self.owned.shutdown().await;
+        // No durable request waits any more: the stream writers may stop after their batch.
+        self.gate.shutdown().await;
         let leftover = self.locks.held_leases();
         if leftover > 0 {
             tracing::warn!(leftover, "shard locks still held at shutdown; they expire with their lease");

@@ -12,5 +12,5 @@ pub use order::{OrderBody, OrderRequest, Quantity};
 pub use sale::{Sale, SaleSpec, SaleSpecBody};
 pub use shard_id::ShardId;
 pub use sku::Sku;
-pub use strategy::{Fencing, StrategyKind};
+pub use strategy::{Fencing, GateAck, StrategyKind};
 pub use user_id::UserId;

@@ -21,11 +21,18 @@ pub enum StrategyKind {
     /// `owned-shards` without the `fence = t` predicate on the batch's stock write: the control
     /// that shows the fence carries the safety. For tests and chaos only; it oversells.
     OwnedUnfenced,
+    /// Redis Lua pre-deduction, the industry's usual design: a script decides (stock, per-user
+    /// limit, idempotency key) in Redis, the order goes to a Redis Stream, and a consumer writes it
+    /// to PostgreSQL later. Acknowledged after the stream write: fast, and it can lose an
+    /// acknowledged order (see [`inventory::gate`](crate::inventory::gate)).
+    RedisGate,
+    /// `redis-gate` acknowledged only after PostgreSQL has the order: slower, loses none.
+    RedisGateDurable,
 }
 
 impl StrategyKind {
     /// Every strategy, in the order the comparison reports them.
-    pub const ALL: [StrategyKind; 8] = [
+    pub const ALL: [StrategyKind; 10] = [
         Self::None,
         Self::RedisLock,
         Self::ShardedFenced,
@@ -34,6 +41,8 @@ impl StrategyKind {
         Self::DbOptimistic,
         Self::OwnedShards,
         Self::OwnedUnfenced,
+        Self::RedisGate,
+        Self::RedisGateDurable,
     ];
 
     /// The wire name (`sharded-fenced`, ...).
@@ -47,6 +56,8 @@ impl StrategyKind {
             Self::DbOptimistic => "db-optimistic",
             Self::OwnedShards => "owned-shards",
             Self::OwnedUnfenced => "owned-unfenced",
+            Self::RedisGate => "redis-gate",
+            Self::RedisGateDurable => "redis-gate-durable",
         }
     }
 
@@ -58,6 +69,24 @@ impl StrategyKind {
             _ => None,
         }
     }
+
+    /// For the `redis-gate` strategies, when an order is acknowledged; `None` for the others.
+    pub fn gate_ack(self) -> Option<GateAck> {
+        match self {
+            Self::RedisGate => Some(GateAck::Stream),
+            Self::RedisGateDurable => Some(GateAck::Database),
+            _ => None,
+        }
+    }
+}
+
+/// When a `redis-gate` order is acknowledged to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GateAck {
+    /// Once the order is in the Redis Stream (`redis-gate`).
+    Stream,
+    /// Once the stream's consumer committed it to PostgreSQL (`redis-gate-durable`).
+    Database,
 }
 
 /// Whether an owner's batch writes carry the `fence = t` predicate.

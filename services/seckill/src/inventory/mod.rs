@@ -7,6 +7,7 @@
 //! total left is below the quantity.
 
 mod error;
+pub mod gate;
 pub mod hints;
 pub mod owned;
 pub mod planner;
@@ -20,6 +21,7 @@ use std::{
 };
 
 pub use error::InventoryError;
+use gate::{Gate, GateAttempt};
 use hints::Hints;
 use owned::{OwnedAttempt, OwnedShards};
 use planner::Planned;
@@ -28,7 +30,7 @@ use strategies::{Attempt, BuyError, Ctx};
 
 use crate::{
     domain::Sale,
-    domain::{Fencing, OrderRequest, SaleSpec, Sku},
+    domain::{Fencing, GateAck, OrderRequest, SaleSpec, Sku},
     store::{Db, OrderRecord},
 };
 
@@ -78,6 +80,7 @@ pub struct Inventory {
     ctx: Ctx,
     hints: Hints,
     owned: Arc<OwnedShards>,
+    gate: Arc<Gate>,
     deadline: Duration,
     /// Sales by SKU as last loaded; valid while the hints carry the same generation (every
     /// create/reset changes it), so a request costs no PostgreSQL round trip to look its sale up.
@@ -90,11 +93,20 @@ pub struct Inventory {
 impl Inventory {
     /// Assembles the inventory; `deadline` bounds each purchase, `max_in_flight` how many run at
     /// once.
-    pub fn new(db: Db, hints: Hints, locks: ShardLocks, owned: Arc<OwnedShards>, deadline: Duration, max_in_flight: usize) -> Self {
+    pub fn new(
+        db: Db,
+        hints: Hints,
+        locks: ShardLocks,
+        owned: Arc<OwnedShards>,
+        gate: Arc<Gate>,
+        deadline: Duration,
+        max_in_flight: usize,
+    ) -> Self {
         Self {
             ctx: Ctx { db, locks },
             hints,
             owned,
+            gate,
             deadline,
             sales: Mutex::default(),
             admission: tokio::sync::Semaphore::new(max_in_flight),
@@ -121,17 +133,29 @@ impl Inventory {
         &self.owned
     }
 
-    /// Creates or resets a sale and publishes fresh hints.
+    /// The `redis-gate` sales' gate.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// Creates or resets a sale and publishes fresh hints (and, for `redis-gate`, seeds its keys).
     pub async fn put_sale(&self, sku: &Sku, spec: &SaleSpec) -> Result<Sale, InventoryError> {
         let sale = self.ctx.db.put_sale(sku, spec).await?;
         self.hints.rebuild(&self.ctx.db, &sale).await?;
+        if spec.strategy.gate_ack().is_some() {
+            self.gate.seed(&sale, true).await?;
+        } else {
+            self.gate.retire(sku).await?;
+        }
         tracing::info!(%sku, total = spec.total, shards = spec.shards, strategy = %spec.strategy, "sale created");
         Ok(sale)
     }
 
     /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
     pub async fn sale(&self, sku: &Sku) -> Result<SaleView, InventoryError> {
-        let trusted = |c: &CachedSale| c.sale.spec.strategy.owned_fencing().is_some() && c.checked_at.elapsed() < OWNED_SALE_RECHECK;
+        // The gate's script checks the generation itself, like an owner's batch.
+        let self_checking = |c: &CachedSale| c.sale.spec.strategy.owned_fencing().is_some() || c.sale.spec.strategy.gate_ack().is_some();
+        let trusted = |c: &CachedSale| self_checking(c) && c.checked_at.elapsed() < OWNED_SALE_RECHECK;
         if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| trusted(c)) {
             return Ok(SaleView { hints: None, sale: cached.sale.clone() });
         }
@@ -212,6 +236,9 @@ impl Inventory {
         let sale = &view.sale;
         let deadline = Instant::now() + self.deadline;
         let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| InventoryError::Busy)?;
+        if let Some(ack) = sale.spec.strategy.gate_ack() {
+            return self.buy_gate(sale.clone(), ack, request, deadline).await;
+        }
         let Some(strategy) = strategies::for_kind(sale.spec.strategy) else {
             let fencing = sale.spec.strategy.owned_fencing().unwrap_or(Fencing::Fenced);
             return self.buy_owned(sale.clone(), fencing, request, deadline).await;
@@ -308,6 +335,32 @@ impl Inventory {
                         return Err(InventoryError::Busy);
                     }
                     tokio::time::sleep(pause).await;
+                }
+                Err(e) => return self.refuse(&sale, request, e).await,
+            }
+        }
+    }
+
+    /// The purchase loop of `redis-gate`: Redis decides; a reset or unseeded sale is reloaded or
+    /// seeded and decided again.
+    async fn buy_gate(&self, mut sale: Sale, ack: GateAck, request: &OrderRequest, deadline: Instant) -> Result<Purchase, InventoryError> {
+        loop {
+            if Instant::now() >= deadline {
+                return Err(InventoryError::Busy);
+            }
+            match self.gate.buy(&sale, ack, request, deadline).await {
+                Ok(GateAttempt::Bought(record)) => return Ok(Purchase { record, replayed: false }),
+                Ok(GateAttempt::Replayed(record)) => return Ok(Purchase { record, replayed: true }),
+                Ok(GateAttempt::SoldOut) => return Err(self.sold_out(&sale, request.quantity.get()).await),
+                Ok(attempt @ (GateAttempt::SaleChanged | GateAttempt::Unseeded)) => {
+                    self.forget_sale(&sale.sku);
+                    sale = self.sale(&sale.sku).await?.sale;
+                    if sale.spec.strategy.gate_ack() != Some(ack) {
+                        return Err(InventoryError::Busy);
+                    }
+                    if matches!(attempt, GateAttempt::Unseeded) {
+                        self.gate.seed(&sale, false).await?;
+                    }
                 }
                 Err(e) => return self.refuse(&sale, request, e).await,
             }

@@ -10,6 +10,7 @@ mod openapi;
 mod orders;
 mod owners;
 mod page;
+mod reconcile;
 mod sales;
 
 use actix_web::{
@@ -31,6 +32,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(web::JsonConfig::default().limit(MAX_BODY).error_handler(json_error))
         .app_data(web::PayloadConfig::default().limit(MAX_BODY))
         .app_data(web::PathConfig::default().error_handler(|e: PathError, _| ApiError::InvalidRequest(e.to_string()).into()))
+        .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::InvalidRequest(e.to_string()).into()))
         .route("/", web::get().to(page::page))
         .route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
@@ -43,6 +45,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/sales/{sku}/audit", web::get().to(audit::audit))
         .route("/v1/sales/{sku}/owners", web::get().to(owners::owners))
         .route("/v1/sales/{sku}/live", web::get().to(live::live))
+        .route("/v1/sales/{sku}/reconcile", web::post().to(reconcile::reconcile))
         .default_service(web::to(not_found));
 }
 

@@ -10,6 +10,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../migrations/0001_schema.sql")),
     (2, include_str!("../../migrations/0002_owned_shards.sql")),
     (3, include_str!("../../migrations/0003_shard_owner.sql")),
+    (4, include_str!("../../migrations/0004_redis_gate.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

@@ -4,6 +4,7 @@
 
 mod audit;
 mod error;
+mod gate;
 mod live;
 mod migrate;
 mod orders;
@@ -19,6 +20,7 @@ use tokio_postgres::NoTls;
 
 pub use audit::Audit;
 pub use error::StoreError;
+pub use gate::{GateEntry, GateWritten, ShardTruth};
 pub use live::LiveSale;
 pub(crate) use orders::commit_order_on;
 pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord, ShardGuard};

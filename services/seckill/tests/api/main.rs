@@ -6,6 +6,7 @@ mod helpers;
 mod browser;
 mod concurrency;
 mod fencing;
+mod gate;
 mod health;
 mod live;
 mod openapi;

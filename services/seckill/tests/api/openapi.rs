@@ -20,6 +20,7 @@ const SERVED: &[(&str, &str)] = &[
     ("get", "/v1/sales/{sku}/audit"),
     ("get", "/v1/sales/{sku}/owners"),
     ("get", "/v1/sales/{sku}/live"),
+    ("post", "/v1/sales/{sku}/reconcile"),
 ];
 
 #[tokio::test]

@@ -87,7 +87,7 @@ pub trait Strategy: Send + Sync {
 }
 
 /// The per-request strategy of a sale; `None` for the owned strategies, which do not decide
-/// per request (see [`owned`](crate::inventory::owned)).
+/// per request (see [`owned`](crate::inventory::owned)) and the gate ([`gate`](crate::inventory::gate)).
 pub fn for_kind(kind: StrategyKind) -> Option<&'static dyn Strategy> {
     Some(match kind {
         StrategyKind::None => &none::NoLock,
@@ -96,7 +96,7 @@ pub fn for_kind(kind: StrategyKind) -> Option<&'static dyn Strategy> {
         StrategyKind::DbAtomic => &db_atomic::DbAtomic,
         StrategyKind::DbPessimistic => &db_pessimistic::DbPessimistic,
         StrategyKind::DbOptimistic => &db_optimistic::DbOptimistic,
-        StrategyKind::OwnedShards | StrategyKind::OwnedUnfenced => return None,
+        StrategyKind::OwnedShards | StrategyKind::OwnedUnfenced | StrategyKind::RedisGate | StrategyKind::RedisGateDurable => return None,
     })
 }
 

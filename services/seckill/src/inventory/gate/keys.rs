@@ -1,0 +1,60 @@
+//! The Redis keys of one `redis-gate` sale. They share the hash tag `{seckill:gate:SKU}`, so every
+//! script touches one slot and runs unchanged on Redis Cluster.
+
+use crate::domain::Sku;
+
+/// The keys of one sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateKeys {
+    /// Hash: `gen` (the sale's generation), `limit` (per user), `shards`, `left` (units left in
+    /// all shards, so a sold-out answer costs O(1)). Missing: the sale is not seeded (new, or
+    /// Redis lost its data).
+    pub meta: String,
+    /// Hash: shard index -> units left in it.
+    pub stock: String,
+    /// Hash: user id -> units bought.
+    pub users: String,
+    /// Hash: idempotency key -> the order it made (`ref|quantity|shard|user`).
+    pub keys: String,
+    /// Hash: reference -> `server ms|idempotency key` of orders decided but not yet in the
+    /// stream. Its entries are the window of the two-step design; an old one is an order whose
+    /// process died between the two steps (undersold units), which reconciliation gives back.
+    pub in_flight: String,
+    /// Counter of order references; never reset (a reset keeps counting), so a reference is
+    /// unique per sale for good.
+    pub seq: String,
+    /// The stream of decided orders, read by the consumer group [`GROUP`].
+    pub stream: String,
+}
+
+/// The consumer group of every sale's stream: one consumer per instance.
+pub const GROUP: &str = "writers";
+
+impl GateKeys {
+    /// The keys of `sku`.
+    pub fn new(sku: &Sku) -> Self {
+        let tag = format!("{{seckill:gate:{sku}}}");
+        Self {
+            meta: format!("{tag}:meta"),
+            stock: format!("{tag}:stock"),
+            users: format!("{tag}:users"),
+            keys: format!("{tag}:keys"),
+            in_flight: format!("{tag}:inflight"),
+            seq: format!("{tag}:seq"),
+            stream: format!("{tag}:stream"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_shares_the_sales_hash_tag() {
+        let keys = GateKeys::new(&Sku::parse("phone-1").unwrap());
+        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.in_flight, &keys.seq, &keys.stream] {
+            assert!(key.starts_with("{seckill:gate:phone-1}:"), "{key}");
+        }
+    }
+}

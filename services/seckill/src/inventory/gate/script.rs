@@ -1,0 +1,277 @@
+//! The Lua scripts of `redis-gate` and their Rust faces: `decide` (step one: the whole decision
+//! and the decrement), `enqueue` (step two: the stream write), `seed` (a sale's keys from
+//! PostgreSQL's truth). Each runs atomically in Redis; each touches only keys of one sale.
+
+use std::sync::LazyLock;
+
+use redis::{Script, aio::ConnectionManager};
+
+use super::keys::GateKeys;
+use crate::{
+    domain::{OrderRequest, Sale, ShardId},
+    inventory::InventoryError,
+};
+
+/// Step one. Checks the generation, answers a known idempotency key with its order, checks the
+/// per-user limit and the stock, then takes the units (shard by shard from a random start, so
+/// concurrent orders spread over the shards and the last units are gathered from several), counts
+/// them for the user, hands out a reference and records the order as in flight.
+static DECIDE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local gen = redis.call('HGET', KEYS[1], 'gen')
+if not gen then return {'unseeded'} end
+if gen ~= ARGV[1] then return {'stale'} end
+local user, qty, key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+if key ~= '' then
+  local prior = redis.call('HGET', KEYS[4], key)
+  if prior then return {'replay', prior} end
+end
+local limit = tonumber(redis.call('HGET', KEYS[1], 'limit'))
+local bought = tonumber(redis.call('HGET', KEYS[3], user) or '0')
+if bought + qty > limit then return {'user_limit'} end
+if tonumber(redis.call('HGET', KEYS[1], 'left') or '0') < qty then return {'sold_out'} end
+local n = tonumber(redis.call('HGET', KEYS[1], 'shards'))
+local start = tonumber(ARGV[5])
+local need, parts, flat = qty, {}, {}
+for i = 0, n - 1 do
+  local s = (start + i) % n
+  local have = tonumber(redis.call('HGET', KEYS[2], s) or '0')
+  if have > 0 then
+    local take = math.min(have, need)
+    table.insert(parts, {s, take})
+    table.insert(flat, s .. ':' .. take)
+    need = need - take
+    if need == 0 then break end
+  end
+end
+if need > 0 then return redis.error_reply('gate: shard stock below the left counter') end
+for _, p in ipairs(parts) do redis.call('HINCRBY', KEYS[2], p[1], -p[2]) end
+redis.call('HINCRBY', KEYS[1], 'left', -qty)
+redis.call('HINCRBY', KEYS[3], user, qty)
+local ref = redis.call('INCR', KEYS[6])
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[5], ref, (t[1] * 1000 + math.floor(t[2] / 1000)) .. '|' .. key)
+local joined = table.concat(flat, ',')
+if key ~= '' then redis.call('HSET', KEYS[4], key, ref .. '|' .. qty .. '|' .. parts[1][1] .. '|' .. user) end
+return {'taken', tostring(ref), joined}
+",
+    )
+});
+
+/// Step two. Appends the order to the sale's stream and clears its in-flight record.
+static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local id = redis.call('XADD', KEYS[1], '*', 'ref', ARGV[1], 'gen', ARGV[2], 'user', ARGV[3], 'qty', ARGV[4], 'key', ARGV[5], 'parts', ARGV[6])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return id
+",
+    )
+});
+
+/// Seeds a sale: `reset` replaces stock, users, idempotency keys and in-flight records;
+/// otherwise only if the sale is not seeded (Redis lost it). The reference counter is raised to
+/// the floor given (the highest reference PostgreSQL has), never lowered. ARGV: gen, limit,
+/// shards, reset (1/0), floor, number of users, then shard stocks, then user/bought pairs.
+static SEED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if ARGV[4] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local n, users = tonumber(ARGV[3]), tonumber(ARGV[6])
+local left = 0
+for i = 1, n do
+  local v = tonumber(ARGV[6 + i])
+  redis.call('HSET', KEYS[2], i - 1, v)
+  left = left + v
+end
+for i = 1, users do
+  redis.call('HSET', KEYS[3], ARGV[6 + n + 2 * i - 1], ARGV[6 + n + 2 * i])
+end
+redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'limit', ARGV[2], 'shards', n, 'left', left)
+if tonumber(redis.call('GET', KEYS[6]) or '0') < tonumber(ARGV[5]) then redis.call('SET', KEYS[6], ARGV[5]) end
+return 1
+",
+    )
+});
+
+/// What step one decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The units are taken; the order has this reference and these parts.
+    Taken {
+        /// The order's reference (unique per sale).
+        gate_ref: i64,
+        /// Shards and units.
+        parts: Vec<(ShardId, u32)>,
+    },
+    /// The idempotency key already made this order.
+    Replay(PriorOrder),
+    /// The user would exceed the per-user limit.
+    UserLimit,
+    /// Fewer units left than asked.
+    SoldOut,
+    /// Redis holds another generation of the sale.
+    Stale,
+    /// Redis has no keys for the sale.
+    Unseeded,
+}
+
+/// The order an idempotency key made, as Redis remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriorOrder {
+    /// Its reference.
+    pub gate_ref: i64,
+    /// Units.
+    pub quantity: u32,
+    /// Its first shard.
+    pub shard: ShardId,
+    /// The buyer.
+    pub user_id: String,
+}
+
+fn malformed(what: &str) -> InventoryError {
+    InventoryError::Bug(format!("gate script answered a malformed {what}"))
+}
+
+/// Runs step one (one round trip).
+pub async fn decide(
+    redis: &ConnectionManager,
+    keys: &GateKeys,
+    sale: &Sale,
+    request: &OrderRequest,
+    start: u32,
+) -> Result<Decision, InventoryError> {
+    let reply: Vec<String> = DECIDE
+        .key(&keys.meta)
+        .key(&keys.stock)
+        .key(&keys.users)
+        .key(&keys.keys)
+        .key(&keys.in_flight)
+        .key(&keys.seq)
+        .arg(sale.generation)
+        .arg(request.user_id.as_str())
+        .arg(request.quantity.get())
+        .arg(request.idempotency_key.as_deref().unwrap_or(""))
+        .arg(start)
+        .invoke_async(&mut redis.clone())
+        .await?;
+    Ok(match reply.first().map(String::as_str) {
+        Some("taken") => {
+            let gate_ref = reply.get(1).and_then(|r| r.parse().ok()).ok_or_else(|| malformed("reference"))?;
+            let parts = parse_parts(reply.get(2).map_or("", String::as_str)).ok_or_else(|| malformed("parts"))?;
+            Decision::Taken { gate_ref, parts }
+        }
+        Some("replay") => Decision::Replay(reply.get(1).and_then(|p| parse_prior(p)).ok_or_else(|| malformed("prior order"))?),
+        Some("user_limit") => Decision::UserLimit,
+        Some("sold_out") => Decision::SoldOut,
+        Some("stale") => Decision::Stale,
+        Some("unseeded") => Decision::Unseeded,
+        _ => return Err(malformed("decision")),
+    })
+}
+
+/// Runs step two (one round trip): the order into the stream, out of the in-flight records.
+pub async fn enqueue(
+    redis: &ConnectionManager,
+    keys: &GateKeys,
+    sale: &Sale,
+    request: &OrderRequest,
+    gate_ref: i64,
+    parts: &[(ShardId, u32)],
+) -> Result<(), InventoryError> {
+    let _: String = ENQUEUE
+        .key(&keys.stream)
+        .key(&keys.in_flight)
+        .arg(gate_ref)
+        .arg(sale.generation)
+        .arg(request.user_id.as_str())
+        .arg(request.quantity.get())
+        .arg(request.idempotency_key.as_deref().unwrap_or(""))
+        .arg(format_parts(parts))
+        .invoke_async(&mut redis.clone())
+        .await?;
+    Ok(())
+}
+
+/// What a sale's keys are seeded with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seed {
+    /// Units left per shard, in shard order.
+    pub stock: Vec<i64>,
+    /// Units bought per user.
+    pub users: Vec<(String, i64)>,
+    /// The highest reference PostgreSQL has.
+    pub ref_floor: i64,
+}
+
+/// Seeds the sale's keys: always when `reset`, else only if Redis has none. True if it wrote.
+pub async fn seed(redis: &ConnectionManager, keys: &GateKeys, sale: &Sale, seed: &Seed, reset: bool) -> Result<bool, InventoryError> {
+    let mut invocation = SEED.prepare_invoke();
+    for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.in_flight, &keys.seq] {
+        invocation.key(key);
+    }
+    invocation
+        .arg(sale.generation)
+        .arg(sale.spec.per_user_limit)
+        .arg(seed.stock.len())
+        .arg(if reset { "1" } else { "0" })
+        .arg(seed.ref_floor)
+        .arg(seed.users.len());
+    for stock in &seed.stock {
+        invocation.arg(*stock);
+    }
+    for (user, bought) in &seed.users {
+        invocation.arg(user.as_str()).arg(*bought);
+    }
+    let wrote: i64 = invocation.invoke_async(&mut redis.clone()).await?;
+    Ok(wrote == 1)
+}
+
+/// `shard:take,shard:take` as the scripts write parts.
+pub fn format_parts(parts: &[(ShardId, u32)]) -> String {
+    parts.iter().map(|(s, t)| format!("{}:{t}", s.get())).collect::<Vec<_>>().join(",")
+}
+
+/// Parses [`format_parts`]; `None` if malformed or empty.
+pub fn parse_parts(raw: &str) -> Option<Vec<(ShardId, u32)>> {
+    let parts: Option<Vec<_>> = raw
+        .split(',')
+        .map(|p| {
+            let (shard, take) = p.split_once(':')?;
+            Some((ShardId::new(shard.parse().ok()?), take.parse().ok()?))
+        })
+        .collect();
+    parts.filter(|p| !p.is_empty())
+}
+
+/// Parses `ref|quantity|shard|user` (the user last: it may contain `|`).
+fn parse_prior(raw: &str) -> Option<PriorOrder> {
+    let mut fields = raw.splitn(4, '|');
+    Some(PriorOrder {
+        gate_ref: fields.next()?.parse().ok()?,
+        quantity: fields.next()?.parse().ok()?,
+        shard: ShardId::new(fields.next()?.parse().ok()?),
+        user_id: fields.next()?.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_round_trip() {
+        let parts = vec![(ShardId::new(3), 1), (ShardId::new(0), 2)];
+        assert_eq!(parse_parts(&format_parts(&parts)), Some(parts));
+        assert_eq!(parse_parts(""), None);
+        assert_eq!(parse_parts("1:x"), None);
+    }
+
+    #[test]
+    fn a_prior_order_keeps_a_user_with_bars() {
+        let prior = parse_prior("17|2|4|a|b").unwrap();
+        assert_eq!(prior, PriorOrder { gate_ref: 17, quantity: 2, shard: ShardId::new(4), user_id: "a|b".into() });
+    }
+}

@@ -1,0 +1,230 @@
+//! The consumer of one sale's stream on this instance: it reads decided orders in batches
+//! (`XREADGROUP ... BLOCK`), writes each batch to PostgreSQL in one transaction
+//! (`seckill_gate_write`, idempotent on the order's reference), then acknowledges and deletes
+//! the entries (`XACK`, `XDEL`: the stream holds only what is not yet written, so its length is
+//! the queue). Every `claim_interval` it takes over entries that any consumer has left
+//! unacknowledged for `claim_idle` (`XAUTOCLAIM`): a consumer that crashed mid-batch, or a batch
+//! whose write failed. A claimed entry that was in fact written lands once (its reference is
+//! unique), so the queue is processed exactly once in effect.
+//!
+//! Bounded: at most [`BATCH`] entries in memory per read, a read blocks at most [`BLOCK`], and
+//! the loop checks its stop token between reads, so shutdown waits for at most one batch.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use redis::{RedisError, Value, aio::MultiplexedConnection};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    keys::{GROUP, GateKeys},
+    script::parse_parts,
+    waiters::Waiters,
+};
+use crate::{
+    domain::Sku,
+    store::{Db, GateEntry, GateWritten},
+};
+
+/// Most entries read (and written in one transaction) at once.
+pub const BATCH: usize = 256;
+
+/// Longest a read waits for new entries before the loop looks at its stop token and its claims.
+pub const BLOCK: Duration = Duration::from_millis(100);
+
+/// What a writer needs.
+#[derive(Clone)]
+pub(crate) struct WriterContext {
+    /// Opens the writer's own connection: a blocking read must not stall the shared one.
+    pub(crate) client: redis::Client,
+    pub(crate) db: Db,
+    /// Requests waiting for their order to be written (`redis-gate-durable`).
+    pub(crate) waiters: Arc<Waiters>,
+    /// This instance's consumer name.
+    pub(crate) consumer: String,
+    /// Entries unacknowledged this long are taken over.
+    pub(crate) claim_idle: Duration,
+    /// How often to look for such entries.
+    pub(crate) claim_interval: Duration,
+}
+
+/// Runs the writer of `sku` until `stop` is cancelled.
+pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
+    let keys = GateKeys::new(&sku);
+    let mut conn = loop {
+        match ctx.client.get_multiplexed_async_connection().await {
+            Ok(conn) => break conn,
+            Err(e) => {
+                tracing::warn!(%sku, error = %e, "gate writer cannot connect to redis; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    () = stop.cancelled() => return,
+                }
+            }
+        }
+    };
+    let mut group_ready = false;
+    let mut last_claim: Option<tokio::time::Instant> = None;
+    while !stop.is_cancelled() {
+        if !group_ready {
+            match create_group(&mut conn, &keys).await {
+                Ok(()) => group_ready = true,
+                Err(e) => {
+                    tracing::warn!(%sku, error = %e, "gate writer cannot create its consumer group; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+        }
+        let claim_due = last_claim.is_none_or(|at| at.elapsed() >= ctx.claim_interval);
+        let read = if claim_due {
+            last_claim = Some(tokio::time::Instant::now());
+            autoclaim(&mut conn, &keys, &ctx).await
+        } else {
+            read_new(&mut conn, &keys, &ctx).await
+        };
+        match read {
+            Ok(entries) if entries.is_empty() => {}
+            Ok(entries) => write(&sku, &mut conn, &keys, &ctx, entries).await,
+            Err(e) if e.code() == Some("NOGROUP") => group_ready = false,
+            Err(e) => {
+                tracing::warn!(%sku, error = %e, "gate writer cannot read its stream; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// One raw stream entry: its id and fields.
+type RawEntry = (String, HashMap<String, String>);
+
+async fn create_group(conn: &mut MultiplexedConnection, keys: &GateKeys) -> Result<(), RedisError> {
+    let created: Result<(), RedisError> =
+        redis::cmd("XGROUP").arg("CREATE").arg(&keys.stream).arg(GROUP).arg("0").arg("MKSTREAM").query_async(conn).await;
+    match created {
+        Err(e) if e.code() != Some("BUSYGROUP") => Err(e),
+        _ => Ok(()),
+    }
+}
+
+async fn read_new(conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &WriterContext) -> Result<Vec<RawEntry>, RedisError> {
+    let reply: Option<Vec<(String, Vec<RawEntry>)>> = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg(&ctx.consumer)
+        .arg("COUNT")
+        .arg(BATCH)
+        .arg("BLOCK")
+        .arg(BLOCK.as_millis() as u64)
+        .arg("STREAMS")
+        .arg(&keys.stream)
+        .arg(">")
+        .query_async(conn)
+        .await?;
+    Ok(reply.into_iter().flatten().flat_map(|(_, entries)| entries).collect())
+}
+
+/// Takes over entries idle for `claim_idle`, whoever holds them (ourselves included: a batch
+/// whose write failed is retried this way). One page of at most [`BATCH`].
+async fn autoclaim(conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &WriterContext) -> Result<Vec<RawEntry>, RedisError> {
+    let reply: Vec<Value> = redis::cmd("XAUTOCLAIM")
+        .arg(&keys.stream)
+        .arg(GROUP)
+        .arg(&ctx.consumer)
+        .arg(ctx.claim_idle.as_millis() as u64)
+        .arg("0-0")
+        .arg("COUNT")
+        .arg(BATCH)
+        .query_async(conn)
+        .await?;
+    // Redis 6.2 lists entries deleted meanwhile as nil; 7 leaves them out.
+    let entries = match reply.into_iter().nth(1) {
+        Some(Value::Array(entries)) => entries,
+        _ => return Ok(Vec::new()),
+    };
+    let claimed: Vec<RawEntry> =
+        entries.into_iter().filter(|e| !matches!(e, Value::Nil)).filter_map(|e| redis::from_redis_value::<RawEntry>(e).ok()).collect();
+    if !claimed.is_empty() {
+        metrics::counter!("seckill_gate_claimed_total").increment(claimed.len() as u64);
+        tracing::info!(stream = %keys.stream, entries = claimed.len(), "gate writer claimed idle entries");
+    }
+    Ok(claimed)
+}
+
+/// Writes a batch, then acknowledges it and answers its waiters. A failed write acknowledges
+/// nothing: the entries stay pending and are claimed again after `claim_idle`.
+async fn write(sku: &Sku, conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &WriterContext, raw: Vec<RawEntry>) {
+    let ids: Vec<String> = raw.iter().map(|(id, _)| id.clone()).collect();
+    let mut entries = Vec::with_capacity(raw.len());
+    for (id, fields) in &raw {
+        match parse_entry(fields) {
+            Some(entry) => entries.push(entry),
+            // A bug upstream; retrying cannot help, so it is logged and acknowledged.
+            None => tracing::error!(%sku, id, ?fields, "malformed gate stream entry dropped"),
+        }
+    }
+    metrics::histogram!("seckill_gate_batch_orders").record(entries.len() as f64);
+    let outcomes = match ctx.db.gate_write(sku, &entries).await {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            tracing::warn!(%sku, error = %e, entries = entries.len(), "gate batch write failed; the entries stay pending");
+            return;
+        }
+    };
+    let acked: Result<(), RedisError> = redis::pipe()
+        .cmd("XACK")
+        .arg(&keys.stream)
+        .arg(GROUP)
+        .arg(&ids)
+        .ignore()
+        .cmd("XDEL")
+        .arg(&keys.stream)
+        .arg(&ids)
+        .ignore()
+        .query_async(conn)
+        .await;
+    if let Err(e) = acked {
+        // Written but not acknowledged: claimed again later and found written (no double write).
+        tracing::warn!(%sku, error = %e, "gate batch written but not acknowledged");
+    }
+    for (entry, outcome) in entries.iter().zip(outcomes) {
+        if outcome == GateWritten::Stale {
+            metrics::counter!("seckill_gate_stale_total").increment(1);
+        }
+        ctx.waiters.fire(sku, entry.gate_ref, outcome);
+    }
+}
+
+/// A stream entry's fields as an entry to write; `None` if malformed.
+pub(crate) fn parse_entry(fields: &HashMap<String, String>) -> Option<GateEntry> {
+    let get = |name: &str| fields.get(name).map(String::as_str);
+    Some(GateEntry {
+        gate_ref: get("ref")?.parse().ok()?,
+        generation: get("gen")?.parse().ok()?,
+        user_id: get("user")?.to_owned(),
+        quantity: get("qty")?.parse().ok()?,
+        idempotency_key: get("key").filter(|k| !k.is_empty()).map(str::to_owned),
+        parts: parse_parts(get("parts")?)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ShardId;
+
+    #[test]
+    fn an_entry_parses_with_or_without_a_key() {
+        let mut fields: HashMap<String, String> =
+            [("ref", "7"), ("gen", "42"), ("user", "u 1"), ("qty", "2"), ("key", ""), ("parts", "1:1,2:1")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+        let entry = parse_entry(&fields).unwrap();
+        assert_eq!(entry.idempotency_key, None);
+        assert_eq!(entry.parts, vec![(ShardId::new(1), 1), (ShardId::new(2), 1)]);
+        fields.insert("key".into(), "k".into());
+        assert_eq!(parse_entry(&fields).unwrap().idempotency_key.as_deref(), Some("k"));
+        fields.remove("parts");
+        assert!(parse_entry(&fields).is_none());
+    }
+}

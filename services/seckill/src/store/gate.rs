@@ -1,0 +1,131 @@
+//! The `redis-gate` writer's side of PostgreSQL: writing a batch of stream entries (idempotent on
+//! their reference), finding an order by reference, and the per-shard truth that reconciliation
+//! compares Redis with.
+
+use super::{Db, StoreError};
+use crate::domain::{ShardId, Sku};
+
+/// One stream entry as the writer hands it to PostgreSQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateEntry {
+    /// The reference Redis gave the client (unique per sale).
+    pub gate_ref: i64,
+    /// The generation of the sale the entry was decided for.
+    pub generation: i64,
+    /// The buyer.
+    pub user_id: String,
+    /// Units bought.
+    pub quantity: u32,
+    /// The idempotency key, if the request had one.
+    pub idempotency_key: Option<String>,
+    /// The shards the units were taken from, with the units of each.
+    pub parts: Vec<(ShardId, u32)>,
+}
+
+/// What became of one entry of a written batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateWritten {
+    /// Written now, as this order.
+    Written(i64),
+    /// Already written before (the same reference): nothing new.
+    Duplicate,
+    /// Decided for an earlier generation of the sale: discarded.
+    Stale,
+    /// Its idempotency key belongs to another order (possible only after Redis lost its data).
+    Conflict,
+}
+
+/// One shard as PostgreSQL sees it, for reconciliation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardTruth {
+    /// The shard.
+    pub shard: ShardId,
+    /// Its initial stock.
+    pub initial: i64,
+    /// Units in orders taken from it.
+    pub sold: i64,
+}
+
+impl Db {
+    /// Writes a batch of entries in one transaction; one outcome per entry, in order.
+    pub async fn gate_write(&self, sku: &Sku, entries: &[GateEntry]) -> Result<Vec<GateWritten>, StoreError> {
+        let refs: Vec<i64> = entries.iter().map(|e| e.gate_ref).collect();
+        let generations: Vec<i64> = entries.iter().map(|e| e.generation).collect();
+        let users: Vec<&str> = entries.iter().map(|e| e.user_id.as_str()).collect();
+        let quantities: Vec<i32> = entries.iter().map(|e| e.quantity as i32).collect();
+        let keys: Vec<Option<&str>> = entries.iter().map(|e| e.idempotency_key.as_deref()).collect();
+        let (mut part_entry, mut part_shard, mut part_take) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, entry) in entries.iter().enumerate() {
+            for (shard, take) in &entry.parts {
+                part_entry.push(i as i32 + 1);
+                part_shard.push(shard.as_sql());
+                part_take.push(*take as i32);
+            }
+        }
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT ord, outcome, order_id FROM seckill_gate_write($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &[&sku.as_str(), &refs, &generations, &users, &quantities, &keys, &part_entry, &part_shard, &part_take],
+            )
+            .await?;
+        let mut outcomes = vec![None; entries.len()];
+        for row in rows {
+            let ord: i32 = row.get(0);
+            let outcome: &str = row.get(1);
+            let written = match outcome {
+                "written" => GateWritten::Written(row.get(2)),
+                "duplicate" => GateWritten::Duplicate,
+                "stale" => GateWritten::Stale,
+                "conflict" => GateWritten::Conflict,
+                other => return Err(StoreError::Unexpected(format!("seckill_gate_write answered {other:?}"))),
+            };
+            if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| outcomes.get_mut(i)) {
+                *slot = Some(written);
+            }
+        }
+        outcomes
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| StoreError::Unexpected("seckill_gate_write left an entry without an outcome".into()))
+    }
+
+    /// The order id written for `gate_ref`, if it is in PostgreSQL yet.
+    pub async fn order_by_gate_ref(&self, sku: &Sku, gate_ref: i64) -> Result<Option<i64>, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_opt("SELECT id FROM orders WHERE sku = $1 AND gate_ref = $2", &[&sku.as_str(), &gate_ref]).await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// The highest reference written for the sale (0 if none): a floor for Redis's counter when
+    /// it is seeded again after losing its data, so new references never collide with old ones.
+    pub async fn max_gate_ref(&self, sku: &Sku) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_one("SELECT COALESCE(max(gate_ref), 0) FROM orders WHERE sku = $1", &[&sku.as_str()]).await?;
+        Ok(row.get(0))
+    }
+
+    /// Units each user bought in the sale, as PostgreSQL has them.
+    pub async fn user_purchases(&self, sku: &Sku) -> Result<Vec<(String, i64)>, StoreError> {
+        let client = self.client().await?;
+        let rows = client.query("SELECT user_id, bought FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
+        Ok(rows.iter().map(|r| (r.get(0), i64::from(r.get::<_, i32>(1)))).collect())
+    }
+
+    /// Per shard, its initial stock and the units sold from it (from `order_parts`), in shard order.
+    pub async fn shard_truth(&self, sku: &Sku) -> Result<Vec<ShardTruth>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT s.shard, s.initial, COALESCE(SUM(p.quantity), 0)::bigint
+                   FROM shards s LEFT JOIN order_parts p ON p.sku = s.sku AND p.shard = s.shard
+                  WHERE s.sku = $1 GROUP BY s.shard, s.initial ORDER BY s.shard",
+                &[&sku.as_str()],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| ShardTruth { shard: ShardId::new(r.get::<_, i32>(0) as u32), initial: i64::from(r.get::<_, i32>(1)), sold: r.get(2) })
+            .collect())
+    }
+}

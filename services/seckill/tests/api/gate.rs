@@ -1,0 +1,251 @@
+//! `redis-gate` and `redis-gate-durable`: exact sales on two instances, the per-user limit,
+//! replays, a dead consumer's entry claimed and written once, and reconciliation.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use seckill::config::Settings;
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::{ADMIN_TOKEN, TestApp, assert_error, db, spawn_app_with, test_settings},
+    orders::redis_url,
+};
+
+/// Short claim times, so a dead consumer's entries are taken over within the test's patience.
+fn gate_settings() -> Settings {
+    let mut settings = test_settings();
+    settings.gate_claim_idle = Duration::from_millis(300);
+    settings.gate_claim_interval = Duration::from_millis(100);
+    settings
+}
+
+fn sale(total: u32, shards: u32, limit: u32, strategy: &str) -> Value {
+    json!({"total": total, "shards": shards, "per_user_limit": limit, "max_per_order": 2, "strategy": strategy})
+}
+
+async fn redis() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+fn stream(sku: &str) -> String {
+    format!("{{seckill:gate:{sku}}}:stream")
+}
+
+/// Waits until the sale's stream is empty (every entry written and acknowledged).
+async fn wait_drained(sku: &str) {
+    let mut conn = redis().await;
+    for _ in 0..500 {
+        let len: i64 = redis::cmd("XLEN").arg(stream(sku)).query_async(&mut conn).await.unwrap();
+        if len == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the queue of {sku} did not drain");
+}
+
+/// Orders as `user`, retrying `503` a while; the final status and body.
+async fn buy(app: &TestApp, sku: &str, user: &str, quantity: i64, key: Option<&str>) -> (StatusCode, Value) {
+    for _ in 0..100 {
+        let response = app.order(sku, user, quantity, key).await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if status != StatusCode::SERVICE_UNAVAILABLE {
+            return (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("still 503 after 100 tries");
+}
+
+async fn reconcile(app: &TestApp, sku: &str, query: &str) -> reqwest::Response {
+    app.http.post(format!("{}/v1/sales/{sku}/reconcile{query}", app.address)).bearer_auth(ADMIN_TOKEN).send().await.unwrap()
+}
+
+async fn orders_with_ref(sku: &str, gate_ref: i64) -> i64 {
+    let row = db().await.query_one("SELECT count(*) FROM orders WHERE sku = $1 AND gate_ref = $2", &[&sku, &gate_ref]).await.unwrap();
+    row.get(0)
+}
+
+#[tokio::test]
+async fn both_modes_sell_exactly_the_stock_from_two_instances() {
+    let (a, b) = (spawn_app_with(gate_settings()).await, spawn_app_with(gate_settings()).await);
+    for strategy in ["redis-gate", "redis-gate-durable"] {
+        let sku = a.create_sale(sale(120, 4, 2, strategy)).await;
+
+        let buyers = (0..100).map(|i| {
+            let (app, sku) = (if i % 2 == 0 { &a } else { &b }, sku.clone());
+            async move { buy(app, &sku, &format!("user-{i}"), 2, None).await }
+        });
+        let answers = futures_util::future::join_all(buyers).await;
+        wait_drained(&sku).await;
+
+        let created = answers.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+        let sold_out = answers.iter().filter(|(s, b)| *s == StatusCode::CONFLICT && b["error"] == "sold_out").count();
+        assert_eq!((created, sold_out), (60, 40), "{strategy}: {answers:?}");
+        let audit = a.audit(&sku).await;
+        assert_eq!(audit["sold"], 120, "{strategy}: {audit}");
+        assert_eq!(audit["remaining"], 0, "{strategy}: {audit}");
+        assert_eq!(audit["oversold"], 0, "{strategy}: {audit}");
+        assert_eq!(audit["consistent"], true, "{strategy}: {audit}");
+        assert_eq!(audit["stranded"], 0, "{strategy}: {audit}");
+        assert_eq!(audit["users_over_limit"], 0, "{strategy}: {audit}");
+    }
+}
+
+#[tokio::test]
+async fn a_durable_order_is_in_postgres_when_acknowledged() {
+    let app = spawn_app_with(gate_settings()).await;
+    let sku = app.create_sale(sale(10, 2, 2, "redis-gate-durable")).await;
+
+    let (status, body) = buy(&app, &sku, "durable-user", 1, None).await;
+
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(orders_with_ref(&sku, body["order_id"].as_i64().unwrap()).await, 1);
+}
+
+#[tokio::test]
+async fn the_per_user_limit_holds() {
+    let app = spawn_app_with(gate_settings()).await;
+    for strategy in ["redis-gate", "redis-gate-durable"] {
+        let sku = app.create_sale(sale(10, 2, 2, strategy)).await;
+
+        assert_eq!(buy(&app, &sku, "greedy", 2, None).await.0, StatusCode::CREATED);
+        let refused = app.order(&sku, "greedy", 1, None).await;
+
+        assert_error(refused, StatusCode::CONFLICT, "user_limit_reached").await;
+        wait_drained(&sku).await;
+        assert_eq!(app.audit(&sku).await["sold"], 2);
+    }
+}
+
+#[tokio::test]
+async fn a_replayed_key_returns_the_original_order() {
+    let app = spawn_app_with(gate_settings()).await;
+    for strategy in ["redis-gate", "redis-gate-durable"] {
+        let sku = app.create_sale(sale(10, 2, 2, strategy)).await;
+
+        let (first, original) = buy(&app, &sku, "replayer", 1, Some("key-1")).await;
+        let (again, replayed) = buy(&app, &sku, "replayer", 1, Some("key-1")).await;
+        let other = app.order(&sku, "replayer", 2, Some("key-1")).await;
+
+        assert_eq!((first, again), (StatusCode::CREATED, StatusCode::OK));
+        assert_eq!(original, replayed);
+        assert_error(other, StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused").await;
+        wait_drained(&sku).await;
+        let audit = app.audit(&sku).await;
+        assert_eq!((audit["sold"].as_i64(), audit["duplicates"].as_i64()), (Some(1), Some(0)), "{audit}");
+    }
+}
+
+/// An entry read by a consumer that dies before acknowledging it is claimed by the service's
+/// consumer after the idle time and written once; the same entry enqueued twice lands once too.
+/// Reconciliation refuses meanwhile.
+#[tokio::test]
+async fn a_dead_consumers_entry_is_claimed_and_written_exactly_once() {
+    let app = spawn_app_with(gate_settings()).await;
+    let sku = app.create_sale(sale(10, 2, 2, "redis-gate")).await;
+    let generation: i64 = db().await.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let mut conn = redis().await;
+    let gate_ref: i64 = redis::cmd("INCR").arg(format!("{{seckill:gate:{sku}}}:seq")).query_async(&mut conn).await.unwrap();
+    let entry = |c: &mut redis::Cmd| {
+        c.arg(stream(&sku)).arg("*").arg("ref").arg(gate_ref).arg("gen").arg(generation);
+        c.arg("user").arg("claimed-user").arg("qty").arg(1).arg("key").arg("").arg("parts").arg("0:1");
+    };
+    // The service's consumer may read new entries first; a fake consumer that reads them before
+    // it needs the service's writer idle, so the entry is added and read in one transaction.
+    let mut xadd = redis::cmd("XADD");
+    entry(&mut xadd);
+    let mut read = redis::cmd("XREADGROUP");
+    read.arg("GROUP").arg("writers").arg("fake-dead-consumer").arg("COUNT").arg(100).arg("STREAMS").arg(stream(&sku)).arg(">");
+    let (_, taken): (String, redis::Value) =
+        redis::pipe().atomic().add_command(xadd).add_command(read).query_async(&mut conn).await.unwrap();
+    let taken = format!("{taken:?}");
+    assert!(taken.contains("claimed-user"), "the fake consumer holds the entry: {taken}");
+
+    let refused = reconcile(&app, &sku, "").await;
+    assert_error(refused, StatusCode::CONFLICT, "queue_not_drained").await;
+
+    wait_drained(&sku).await;
+    assert_eq!(orders_with_ref(&sku, gate_ref).await, 1);
+
+    let mut twice = redis::cmd("XADD");
+    entry(&mut twice);
+    let _: String = twice.query_async(&mut conn).await.unwrap();
+    wait_drained(&sku).await;
+    assert_eq!(orders_with_ref(&sku, gate_ref).await, 1, "written twice, landed once");
+    let audit = app.audit(&sku).await;
+    assert_eq!((audit["sold"].as_i64(), audit["consistent"].as_bool()), (Some(1), Some(true)), "{audit}");
+
+    // Control: what keeps it at one is the unique reference; a second row with it is refused.
+    let duplicate = db()
+        .await
+        .execute("INSERT INTO orders (sku, user_id, quantity, shard, fence, gate_ref) VALUES ($1, 'x', 1, 0, 0, $2)", &[&sku, &gate_ref])
+        .await;
+    assert_eq!(duplicate.unwrap_err().code(), Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION));
+}
+
+#[tokio::test]
+async fn reconciliation_reports_and_repairs_what_redis_lost() {
+    let app = spawn_app_with(gate_settings()).await;
+    let sku = app.create_sale(sale(20, 2, 2, "redis-gate")).await;
+    for user in ["r-1", "r-2"] {
+        assert_eq!(buy(&app, &sku, user, 2, None).await.0, StatusCode::CREATED);
+    }
+    wait_drained(&sku).await;
+    // Behind the service's back: 3 units of shard 0 decremented without an order, and an order
+    // whose process died between the decrement and the stream write long ago.
+    let mut conn = redis().await;
+    let tag = format!("{{seckill:gate:{sku}}}");
+    let _: () = redis::pipe()
+        .cmd("HINCRBY")
+        .arg(format!("{tag}:stock"))
+        .arg(0)
+        .arg(-3)
+        .cmd("HINCRBY")
+        .arg(format!("{tag}:meta"))
+        .arg("left")
+        .arg(-3)
+        .cmd("HSET")
+        .arg(format!("{tag}:inflight"))
+        .arg(999_999)
+        .arg("0|")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let response = reconcile(&app, &sku, "?drain=1").await;
+
+    assert_eq!(response.status(), StatusCode::OK);
+    let report: Value = response.json().await.unwrap();
+    assert_eq!(report["undersold"], 3, "{report}");
+    assert_eq!(report["oversold"], 0, "{report}");
+    assert_eq!(report["lost_in_flight"], 1, "{report}");
+    assert_eq!(report["shards"][0]["undersold"], 3, "{report}");
+    let again: Value = reconcile(&app, &sku, "").await.json().await.unwrap();
+    assert_eq!((again["undersold"].as_i64(), again["lost_in_flight"].as_i64()), (Some(0), Some(0)), "repaired: {again}");
+    // Every unit sells after the repair, and no more.
+    let mut sold = 4;
+    for i in 0..20 {
+        match buy(&app, &sku, &format!("after-{i}"), 2, None).await {
+            (StatusCode::CREATED, _) => sold += 2,
+            (StatusCode::CONFLICT, _) => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    wait_drained(&sku).await;
+    assert_eq!(sold, 20);
+    assert_eq!(app.audit(&sku).await["sold"], 20);
+}
+
+#[tokio::test]
+async fn reconciliation_needs_the_admin_token_and_a_gate_sale() {
+    let app = spawn_app_with(gate_settings()).await;
+    let other = app.create_sale(sale(10, 2, 2, "db-atomic")).await;
+
+    let anonymous = app.http.post(format!("{}/v1/sales/{other}/reconcile", app.address)).send().await.unwrap();
+    assert_error(anonymous, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    assert_error(reconcile(&app, &other, "").await, StatusCode::CONFLICT, "not_redis_gate").await;
+    assert_error(reconcile(&app, "no-such-sale-xyz", "").await, StatusCode::NOT_FOUND, "unknown_sale").await;
+}
