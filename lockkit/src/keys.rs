@@ -33,6 +33,10 @@ pub(crate) mod suffix {
     pub(crate) const WRITER_WAITING: &str = "writer-waiting";
     /// Semaphore: the permits, token -> expiry (server ms).
     pub(crate) const PERMITS: &str = "permits";
+    /// Semaphore: the permit count the latest permit was granted under (for inspection). Never
+    /// outlives the permits (same expiry at most, deleted with the last one), so it is not in
+    /// [`IN_USE`].
+    pub(crate) const LIMIT: &str = "limit";
     /// Fair lock: the waiters, ticket -> arrival (server µs).
     pub(crate) const QUEUE: &str = "queue";
     /// Fair lock: the waiters, ticket -> deadline (server ms).

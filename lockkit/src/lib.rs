@@ -21,7 +21,7 @@
 //! | `fence` | [`Fence`], the fencing token |
 //! | `keys` | key names of a lock (one hash tag per lock) |
 //! | `scripts` | the plain lock's Lua scripts, and `Call`: one script invocation that any backend runs or pipelines |
-//! | `inspect` | [`LockInfo`]: read-only views for operators |
+//! | `inspect` | [`LockInfo`]: read-only views for operators (holders, queues, permits, lock-delay per primitive) |
 //! | `metrics` | metric names (the `metrics` facade; no exporter here) |
 //! | `error` | [`Error`], [`ErrorKind`] |
 //!
@@ -59,7 +59,7 @@ pub use client::{DEFAULT_LEASE, LockClient, LockClientBuilder};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::Fence;
 pub use guard::LockGuard;
-pub use inspect::LockInfo;
+pub use inspect::{Holder, HolderRole, LockInfo, LockKind, Waiter};
 pub use keys::MAX_NAME_LEN;
 pub use lease::LeaseLoss;
 pub use primitives::{

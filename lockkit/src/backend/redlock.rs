@@ -37,7 +37,7 @@ use crate::{
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
     hold::Hold,
-    inspect::{self, NodeView},
+    inspect::{self, LockKind, NodeView},
     keys::LockKeys,
     scripts::{self, AcquireReply, Call},
     wake::WakeHub,
@@ -144,6 +144,44 @@ fn not_supported(what: &str) -> Error {
             "{what}: not supported on redlock (only the plain lock and its lock-delay are); use one redis or a cluster"
         ),
     )
+}
+
+/// The plain lock as a majority of the nodes sees it (`views`: the nodes that answered): held on a
+/// quorum, the shortest lease among the holders, the largest fence, the holder id most of them
+/// agree on, and the lock-delay left until a quorum of the nodes is out of it. The primitives are
+/// not kept on Redlock: a name with their keys on any node is [`LockKind::Unsupported`].
+fn majority_view(name: String, views: &[NodeView], nodes: usize, quorum: usize) -> LockInfo {
+    let holding: Vec<&NodeView> = views.iter().filter(|v| v.exists()).collect();
+    let held = holding.len() >= quorum;
+    let ttl = holding.iter().filter_map(|v| v.ttl).min();
+    let fence = views.iter().filter_map(|v| v.fence).max();
+    // A node frees up when its delay ends; the lock can be had once a quorum has (nodes that did
+    // not answer count as never).
+    let mut delays: Vec<Duration> = views.iter().map(|v| v.delay.unwrap_or_default()).collect();
+    delays.resize(nodes, Duration::MAX);
+    delays.sort();
+    let delay = delays.get(quorum - 1).copied().filter(|d| !d.is_zero() && *d != Duration::MAX);
+    let kind = if views.iter().any(NodeView::has_primitive) {
+        LockKind::Unsupported
+    } else if holding.is_empty() && delay.is_none() {
+        LockKind::Idle
+    } else {
+        LockKind::Plain
+    };
+    let mut ids: Vec<&str> = holding.iter().filter_map(|v| v.holder.as_deref()).collect();
+    ids.sort_unstable();
+    let id = ids.chunk_by(|a, b| a == b).max_by_key(|run| run.len()).map(|run| run[0].to_owned());
+    let view = NodeView {
+        lock_type: if held { "string" } else { "none" }.to_owned(),
+        ttl,
+        holder: id.filter(|_| held),
+        fence,
+        delay,
+        ..NodeView::default()
+    };
+    let mut info = view.into_info(name);
+    info.kind = kind;
+    info
 }
 
 impl Backend for Redlock {
@@ -314,13 +352,7 @@ impl Backend for Redlock {
                     .into_iter()
                     .flatten()
                     .collect();
-                let holders: Vec<&NodeView> = views.iter().filter(|v| v.exists).collect();
-                infos.push(LockInfo {
-                    name,
-                    held: holders.len() >= self.quorum,
-                    ttl: holders.iter().filter_map(|v| v.ttl).min(),
-                    fence: views.iter().filter_map(|v| v.fence).max().map(Fence::new),
-                });
+                infos.push(majority_view(name, &views, self.nodes.len(), self.quorum));
             }
             Ok(infos)
         })

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lockctl --url URL acquire NAME [--ttl-ms N] [--wait-ms W] [--hold-ms H]
-//! lockctl inspect PATTERN
+//! lockctl inspect PATTERN   # per lock: name, held, ttl_ms, fence, kind, holders, queue, permits, delay_ms
 //! lockctl fence NAME --at-least N
 //! lockctl bench [--concurrency C] [--duration-ms D] [--locks K] [--fair]
 //! ```
@@ -18,7 +18,7 @@ use std::{
 };
 
 use clap::{Parser, Subcommand};
-use lockkit::{Fence, LockClient};
+use lockkit::{Fence, LockClient, LockInfo};
 use serde_json::json;
 
 /// Exit code when the lock could not be acquired within the wait, or (Redlock) too few nodes
@@ -60,7 +60,8 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         hold_ms: u64,
     },
-    /// Show locks matching a glob pattern: held, TTL, fence.
+    /// Show locks matching a glob pattern: held, TTL, fence, and per primitive its holders (with
+    /// the time left to each), queue, permits and lock-delay.
     Inspect { pattern: String },
     /// Raise a lock's fence counter to at least N (after Redis lost its data).
     Fence {
@@ -101,6 +102,36 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Whole milliseconds of a time left.
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// One lock's JSON line: `name, held, ttl_ms, fence` as always, then `kind`, `holders` (`role`,
+/// `id`: a short hash of the token, `ttl_ms`), `owner`, `permits_out` and `permits` (the limit),
+/// `queue` (`id`, `deadline_ms`, head first), `writer_waiting_ms` and `delay_ms`.
+fn inspect_line(lock: &LockInfo) -> serde_json::Value {
+    let holders: Vec<_> =
+        lock.holders.iter().map(|h| json!({"role": h.role.as_str(), "id": h.id, "ttl_ms": h.ttl.map(ms)})).collect();
+    let queue: Vec<_> = lock.queue.iter().map(|w| json!({"id": w.id, "deadline_ms": ms(w.deadline)})).collect();
+    let permits_out = (lock.kind == lockkit::LockKind::Semaphore)
+        .then(|| lock.holders.iter().filter(|h| h.role == lockkit::HolderRole::Permit).count());
+    json!({
+        "name": lock.name,
+        "held": lock.held,
+        "ttl_ms": lock.ttl.map(ms),
+        "fence": lock.fence.map(Fence::get),
+        "kind": lock.kind.as_str(),
+        "holders": holders,
+        "owner": lock.owner,
+        "permits_out": permits_out,
+        "permits": lock.permits,
+        "queue": queue,
+        "writer_waiting_ms": lock.writer_waiting.map(ms),
+        "delay_ms": lock.delay.map(ms),
+    })
+}
+
 async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
     let url = cli.url.as_deref().unwrap_or(&cli.redis_url);
     let client = match LockClient::builder(url).prefix(&cli.prefix).connections(cli.connections).connect().await {
@@ -114,9 +145,7 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
         Command::Acquire { name, ttl_ms, wait_ms, hold_ms } => acquire(&client, &name, ttl_ms, wait_ms, hold_ms).await,
         Command::Inspect { pattern } => {
             for lock in client.inspect(&pattern).await? {
-                let ttl_ms = lock.ttl.map(|t| t.as_millis() as u64);
-                let fence = lock.fence.map(Fence::get);
-                println!("{}", json!({"name": lock.name, "held": lock.held, "ttl_ms": ttl_ms, "fence": fence}));
+                println!("{}", inspect_line(&lock));
             }
             Ok(ExitCode::SUCCESS)
         }

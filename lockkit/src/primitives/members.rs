@@ -23,17 +23,24 @@ return 1
 ";
 
 /// Owner-checked release of a member that wakes waiters. KEYS: the set, and optionally a
-/// reentrant lock's hash, deleted when its last grant leaves. ARGV: token, channel. The set then
-/// expires with its latest member, so members of dead holders leave no key behind.
-/// Returns 1 when the member was still live, 0 otherwise.
+/// companion key of the type ARGV[3]: a reentrant lock's hash (`hash`), deleted when the last
+/// grant leaves, or a semaphore's limit (`string`), which also expires with the set and is deleted
+/// with its last member. A companion of another type (someone else's lock) is left alone.
+/// ARGV: token, channel, companion type. The set then expires with its latest member, so members
+/// of dead holders leave no key behind. Returns 1 when the member was still live, 0 otherwise.
 const RELEASE: &str = r"
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not s then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local companion = KEYS[2] and redis.call('TYPE', KEYS[2])['ok'] == ARGV[3]
 local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
-if latest then redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(latest) - now)) end
-if KEYS[2] and redis.call('ZCARD', KEYS[1]) == 0 and redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
+if latest then
+  local left = math.max(1, tonumber(latest) - now)
+  redis.call('PEXPIRE', KEYS[1], left)
+  if companion and ARGV[3] == 'string' then redis.call('PEXPIRE', KEYS[2], left) end
+end
+if companion and redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[2])
 end
 redis.call('PUBLISH', ARGV[2], '1')
@@ -49,8 +56,9 @@ pub(crate) fn extend(keys: Vec<String>, token: &str, lease: Duration) -> Call {
     Call::new(&EXTEND_SCRIPT, keys, vec![token.to_owned(), millis(lease).to_string()])
 }
 
-/// Releases `token`'s member of the set `keys[0]` (deleting the hash `keys[1]`, if given, with the
-/// last member) and publishes on `channel`.
-pub(crate) fn release(keys: Vec<String>, token: &str, channel: &str) -> Call {
-    Call::new(&RELEASE_SCRIPT, keys, vec![token.to_owned(), channel.to_owned()])
+/// Releases `token`'s member of the set `keys[0]` and publishes on `channel`. `keys[1]`, if given,
+/// is a companion of the Redis type `companion` (`hash`: a reentrant lock's; `string`: a
+/// semaphore's limit), deleted with the last member.
+pub(crate) fn release(keys: Vec<String>, token: &str, channel: &str, companion: &str) -> Call {
+    Call::new(&RELEASE_SCRIPT, keys, vec![token.to_owned(), channel.to_owned(), companion.to_owned()])
 }

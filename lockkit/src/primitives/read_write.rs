@@ -95,7 +95,7 @@ pub(crate) fn extend_read(keys: &LockKeys, token: &str, lease: Duration) -> Call
 }
 
 pub(crate) fn release_read(keys: &LockKeys, token: &str) -> Call {
-    members::release(vec![keys.key(suffix::READERS)], token, &keys.released)
+    members::release(vec![keys.key(suffix::READERS)], token, &keys.released, "")
 }
 
 /// A read-write lock on one name; take a side with [`read`](Self::read) or

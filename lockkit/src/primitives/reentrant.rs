@@ -63,7 +63,7 @@ pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
 }
 
 pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
-    members::release(vec![keys.key(suffix::GRANTS), keys.lock.clone()], token, &keys.released)
+    members::release(vec![keys.key(suffix::GRANTS), keys.lock.clone()], token, &keys.released, "hash")
 }
 
 impl LockClient {

@@ -110,3 +110,37 @@ async fn the_url_picks_redlock_and_a_lost_quorum_exits_3_leaving_no_key() {
         assert!(!exists, "node {i} keeps no key for the failed acquire");
     }
 }
+
+#[tokio::test]
+async fn inspect_prints_a_semaphores_permits_with_their_expiries_and_the_old_fields() {
+    let client = crate::support::client().await;
+    let name = unique("cli-sem");
+    let p1 = client.semaphore(&name, 3).lease(std::time::Duration::from_secs(20)).await.unwrap();
+    let p2 = client.semaphore(&name, 3).lease(std::time::Duration::from_secs(20)).await.unwrap();
+
+    let out = lockctl(&["inspect", &name]);
+
+    assert!(out.status.success());
+    let line = &json_lines(&out)[0];
+    for field in ["name", "held", "ttl_ms", "fence"] {
+        assert!(line.get(field).is_some(), "{field} is kept");
+    }
+    assert_eq!(line["name"], name.as_str());
+    assert_eq!(line["held"], false);
+    assert_eq!(line["fence"], p2.fence().get());
+    assert_eq!(line["kind"], "semaphore");
+    assert_eq!(line["permits"], 3);
+    assert_eq!(line["permits_out"], 2);
+    let holders = line["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 2);
+    for holder in holders {
+        assert_eq!(holder["role"], "permit");
+        assert_eq!(holder["id"].as_str().unwrap().len(), 8, "a short hash, not the token");
+        let ttl_ms = holder["ttl_ms"].as_u64().unwrap();
+        assert!(ttl_ms > 0 && ttl_ms <= 20_000);
+    }
+    assert_eq!(line["queue"], serde_json::json!([]));
+    assert_eq!(line["delay_ms"], Value::Null);
+    p1.release().await.unwrap();
+    p2.release().await.unwrap();
+}

@@ -193,3 +193,35 @@ async fn control_without_write_back_the_fence_would_go_backwards() {
     assert!(g.fence() < first, "without the write-back the check above would fail");
     g.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_keeps_the_majority_view_and_reports_primitives_as_unsupported() {
+    let masters = Masters::start(3).await;
+    let client = client(&masters.url(), Duration::from_secs(20)).await;
+    let name = unique("redlock-inspect");
+    let guard = client.acquire(&name).await.unwrap();
+
+    let info = &client.inspect(&name).await.unwrap()[0];
+
+    assert!(info.held);
+    assert_eq!(info.kind, lockkit::LockKind::Plain);
+    assert_eq!(info.fence, Some(guard.fence()));
+    assert_eq!(info.holders.len(), 1);
+    assert!(info.holders[0].ttl.is_some_and(|t| t <= Duration::from_secs(20)));
+    guard.release().await.unwrap();
+
+    // A primitive's keys (put there by hand: Redlock refuses the primitives) are not interpreted.
+    let sem = unique("redlock-inspect-sem");
+    assert_eq!(client.semaphore(&sem, 2).await.unwrap_err().kind(), lockkit::ErrorKind::Config);
+    let mut conn = masters.nodes[0].conn().await;
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{}:permits", lock_key(&sem)))
+        .arg("+inf")
+        .arg("someone")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let info = &client.inspect(&sem).await.unwrap()[0];
+    assert_eq!(info.kind, lockkit::LockKind::Unsupported);
+    assert!(!info.held && info.holders.is_empty());
+}

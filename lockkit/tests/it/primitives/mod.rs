@@ -2,6 +2,7 @@
 //! check would catch the violation; `on_cluster` runs each on a 3-master Redis Cluster.
 
 mod fair;
+mod inspect;
 mod lock_delay;
 mod multi;
 mod on_cluster;

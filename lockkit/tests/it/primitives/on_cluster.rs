@@ -19,6 +19,8 @@ async fn every_primitive_works_on_a_cluster() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(b.try_lock(&name).await.unwrap().is_none(), "delayed");
+    let info = &b.inspect(&name).await.unwrap()[0];
+    assert!(info.delay.is_some_and(|d| d > Duration::from_secs(20)), "inspect reads the delay on its master");
 
     // Reentrant.
     let name = unique("c-reentrant");
@@ -36,6 +38,8 @@ async fn every_primitive_works_on_a_cluster() {
     let p2 = b.semaphore(&name, 2).await.unwrap();
     assert_ne!(p1.fence(), p2.fence());
     assert!(a.semaphore(&name, 2).await.unwrap_err().is_timeout());
+    let info = &b.inspect(&name).await.unwrap()[0];
+    assert_eq!((info.kind, info.permits, info.holders.len()), (lockkit::LockKind::Semaphore, Some(2), 2));
     p1.release().await.unwrap();
     p2.release().await.unwrap();
 
