@@ -175,8 +175,9 @@ impl LockClientBuilder {
         self
     }
 
-    /// Redlock only: longest wait for one node's answer (default 100 ms, and never more than a
-    /// tenth of the lease). A node slower than this counts as absent for that operation.
+    /// Redlock only: longest wait for one node's answer to an acquire or a renewal (default
+    /// 100 ms, and never more than a tenth of the lease). A node slower than this counts as absent
+    /// for that operation. Releases and fence raises wait up to the command timeout.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.config.node_timeout = timeout;
         self

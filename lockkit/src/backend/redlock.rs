@@ -49,6 +49,9 @@ pub(crate) struct Redlock {
     nodes: Vec<Node>,
     quorum: usize,
     node_timeout: Duration,
+    /// Bound of the operations whose answer is not raced against a lease (release, fence raise,
+    /// ping): the client's command timeout, so that a node slow under load still takes part.
+    command_timeout: Duration,
     /// Wake-ups from the first node: a release publishes on every node. While that node is down,
     /// waiters poll.
     wake: WakeHub,
@@ -76,6 +79,7 @@ impl Redlock {
             quorum: nodes.len() / 2 + 1,
             nodes,
             node_timeout: config.node_timeout.min(config.command_timeout),
+            command_timeout: config.command_timeout,
             wake: WakeHub::start(first, config.command_timeout),
         })
     }
@@ -192,7 +196,7 @@ impl Backend for Redlock {
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let outcomes = self
-                .on_all("a ping", self.node_timeout, |mut conn| async move {
+                .on_all("a ping", self.command_timeout, |mut conn| async move {
                     redis::cmd("PING").query_async::<()>(&mut conn).await
                 })
                 .await;
@@ -281,7 +285,7 @@ impl Backend for Redlock {
         Box::pin(async move {
             let release = &hold.release(token);
             let outcomes = self
-                .on_all("a release", self.node_timeout, |mut conn| async move {
+                .on_all("a release", self.command_timeout, |mut conn| async move {
                     scripts::owner_checked(&mut conn, release).await
                 })
                 .await;
@@ -324,7 +328,7 @@ impl Backend for Redlock {
     fn raise_fence<'a>(&'a self, keys: &'a LockKeys, at_least: Fence) -> BoxFuture<'a, Result<Fence>> {
         Box::pin(async move {
             let outcomes = self
-                .on_all("a fence raise", self.node_timeout, |mut conn| async move {
+                .on_all("a fence raise", self.command_timeout, |mut conn| async move {
                     scripts::raise_fence(&mut conn, keys, at_least.get()).await
                 })
                 .await;
