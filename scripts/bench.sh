@@ -7,10 +7,12 @@
 #                                exits non-zero on any correctness violation
 #   scripts/bench.sh --help      the runner's options (any of them can be added to the two above)
 #
-# Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up), the release
+# Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up), the extra
+# Redis servers of lockkit's Redlock and Cluster backends (scripts/lock-servers.sh up), the release
 # binaries `seckill` and `lockctl`, k6 (scripts/k6.sh), and in full mode the peer harnesses
 # (loadtest/peers/setup.sh). Services that were not running before are stopped again at the end
 # (KEEP_SERVICES=1 leaves them running); services that were already running are left alone.
+# The lock servers follow the same rule.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,12 +22,14 @@ log() { printf '[bench] %s\n' "$*" >&2; }
 
 smoke=0
 peers=1
+lock_servers=1
 for arg in "$@"; do
     case "$arg" in
         --smoke) smoke=1 ;;
         --no-peers) peers=0 ;;
+        --no-ceilings) lock_servers=0 ;; # no lockkit section: the extra servers would idle
         -h | --help)
-            sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             echo
             exec python3 loadtest/bench/run.py --help
             ;;
@@ -36,6 +40,8 @@ done
 running="$(bash scripts/services.sh status 2>/dev/null | grep -c 'running (pid' || true)"
 started_services=0
 [[ "$running" -ge 1 ]] || started_services=1
+# Same for the Redlock / Cluster servers of the lockkit section (scripts/lock-servers.sh).
+started_lock_servers=0
 
 child=""
 # shellcheck disable=SC2317  # invoked by the EXIT trap
@@ -44,6 +50,9 @@ cleanup() {
     if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
         kill -TERM "$child" 2>/dev/null || true
         wait "$child" 2>/dev/null || true
+    fi
+    if [[ "$started_lock_servers" -eq 1 && "${KEEP_SERVICES:-0}" != 1 ]]; then
+        bash scripts/lock-servers.sh down || rc=1
     fi
     if [[ "$started_services" -eq 1 && "${KEEP_SERVICES:-0}" != 1 ]]; then
         bash scripts/services.sh down || rc=1
@@ -57,6 +66,13 @@ trap 'exit 143' TERM
 t0=$SECONDS
 bash scripts/services.sh up >/dev/null
 eval "$(bash scripts/services.sh env)"
+if [[ "$lock_servers" -eq 1 ]]; then
+    # 5 Redlock masters and a 3-master cluster on loopback; run.py reads LOCKKIT_REDLOCK_URL and
+    # LOCKKIT_CLUSTER_URL (smoke: one short lockctl pass on each).
+    bash scripts/lock-servers.sh status >/dev/null 2>&1 || started_lock_servers=1
+    bash scripts/lock-servers.sh up >/dev/null
+    eval "$(bash scripts/lock-servers.sh env)"
+fi
 
 # The smoke run checks correctness, not speed: it reuses the dev build of `make test`.
 if [[ "$smoke" -eq 1 ]]; then

@@ -10,7 +10,11 @@ Runs, in one go and against the project's own Redis and PostgreSQL (loopback onl
      instances), pgbench doing one order's database work (`seckill_commit`), redis-benchmark
      doing lock acquire / release round trips;
   3. lockkit: `lockctl bench` next to the peer lock libraries (loadtest/peers) and the raw Redis
-     pair rate at the same concurrency;
+     pair rate at the same concurrency (redis-benchmark without and with pipelining), on one
+     Redis, and `lockctl bench` on Redlock over 5 independent masters and on a 3-master Redis
+     Cluster (scripts/lock-servers.sh; LOCKKIT_REDLOCK_URL / LOCKKIT_CLUSTER_URL), with the
+     Redlock peers (rslock, node-redlock) on the same 5 masters; the Redis CPU time (utime +
+     stime of the redis-server processes, /proc/PID/stat) per pair of every run;
 
 and writes loadtest/results/<UTC timestamp>.json, latest.json, latest.md and latest.svg
 (`--smoke`: only loadtest/results/smoke-latest.json).
@@ -69,6 +73,14 @@ SHARDS = [1, 20]
 LOCK_CONCURRENCIES = [1, 16, 64]
 CONTENDED_C = 16
 PEER_LIBRARIES = ["rslock", "redis-py", "python-redis-lock", "node-redlock"]
+# The peers that run Redlock over several independent masters (the others are single-instance locks).
+REDLOCK_PEERS = ["node-redlock", "rslock"]
+# redis-benchmark -P: the pipelined raw-Redis reference (a multiplexing client pipelines too).
+PIPELINE = 16
+# Where the multi-node backends come from (scripts/lock-servers.sh env prints these).
+REDLOCK_URL_ENV = "LOCKKIT_REDLOCK_URL"
+CLUSTER_URL_ENV = "LOCKKIT_CLUSTER_URL"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # k6 thresholds that `none` is expected to cross (it oversells): everything else must hold.
 NONE_ALLOWED_FAILURES = {"audit_oversold", "units_accepted"}
@@ -83,12 +95,15 @@ PRESETS = {
         "pg_seconds": 10, "pg_clients": 20,
         # redis-benchmark request counts per concurrency (bounded in requests, ~2-4 s each here)
         "redis_n": {1: 40000, 16: 150000, 50: 200000, 64: 200000},
+        # the same with -P 16 (~2-4 s each here too)
+        "redis_n_pipelined": {1: 250000, 16: 1000000, 64: 1000000},
         "lock_ms": 3000, "peers": True,
     },
     "smoke": {
         "total": 300, "rate": 200, "duration_s": 3, "max_vus": 150, "users": 10000,
         "pg_seconds": 2, "pg_clients": 20,
         "redis_n": {1: 4000, 16: 20000, 50: 20000, 64: 20000},
+        "redis_n_pipelined": {1: 20000, 16: 50000, 64: 50000},
         "lock_ms": 500, "peers": False,
     },
 }
@@ -238,6 +253,98 @@ def loopback_only(url: str, what: str) -> None:
     host = urllib.parse.urlparse(url).hostname or ""
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise SetupError(f"{what} must point at a loopback address (got host {host!r})")
+
+
+def lock_backend(url: str) -> tuple[str, list[str]]:
+    """(kind, one redis:// URL per server) of a lockkit URL, as lockkit reads it: `redis://` one
+    Redis, `redis+cluster://h:p,h:p` a cluster's seed nodes (the first seed's credentials apply
+    to the others), `redlock://h:p,h:p,...` independent masters. Raises SetupError otherwise."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise SetupError("a lock URL needs a scheme (redis://, redis+cluster:// or redlock://)")
+    if scheme in ("redis", "rediss"):
+        return "redis", [url]
+    if scheme not in ("redis+cluster", "rediss+cluster", "redlock", "redlocks"):
+        raise SetupError(f"unknown lock URL scheme {scheme!r}")
+    node_scheme = "rediss" if scheme in ("rediss+cluster", "redlocks") else "redis"
+    hosts = [h.strip() for h in rest.split(",")]
+    if not hosts or any(not h or h.startswith("@") or h.endswith("@") for h in hosts):
+        raise SetupError(f"{scheme}:// URL with an empty host")
+    if scheme.endswith("cluster"):
+        creds = hosts[0].rpartition("@")[0] if "@" in hosts[0] else None
+        nodes = [f"{node_scheme}://{creds}@{h}" if creds and "@" not in h else f"{node_scheme}://{h}" for h in hosts]
+        return "cluster", nodes
+    return "redlock", [f"{node_scheme}://{h}" for h in hosts]
+
+
+def host_port(url: str) -> str:
+    u = urllib.parse.urlparse(url)
+    return f"{u.hostname}:{u.port or 6379}"
+
+
+def redis_server_pid(redis: Redis) -> int | None:
+    """The pid of the redis-server behind `redis` (INFO server process_id), checked against
+    /proc: a live process named redis-server whose title names the same port (loopback servers
+    run on this machine; the check guards against a different pid namespace)."""
+    try:
+        m = re.search(r"process_id:(\d+)", redis.cli("INFO", "server"))
+    except SetupError:
+        return None
+    if not m:
+        return None
+    pid = int(m.group(1))
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    if comm != "redis-server" or f":{redis.port}" not in cmdline:
+        return None
+    return pid
+
+
+def cpu_ticks(pids: list[int]) -> int | None:
+    """utime + stime (clock ticks, every thread) summed over the processes; None if one is gone."""
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = stat.rpartition(")")[2].split()  # fields[0] is field 3 (state) of proc(5)
+        total += int(fields[11]) + int(fields[12])  # fields 14 utime, 15 stime
+    return total
+
+
+class RedisCpu:
+    """Redis CPU time around one run: `with RedisCpu(pids) as cpu: ...`, then cpu.fields(pairs)."""
+
+    def __init__(self, pids: list[int] | None):
+        self.pids = list(pids or [])
+        self.before = self.after = None
+
+    def __enter__(self):
+        self.before = cpu_ticks(self.pids) if self.pids else None
+        return self
+
+    def __exit__(self, *exc):
+        self.after = cpu_ticks(self.pids) if self.pids else None
+        return False
+
+    @property
+    def cpu_us(self) -> float | None:
+        if self.before is None or self.after is None:
+            return None
+        return (self.after - self.before) * 1e6 / CLK_TCK
+
+    def fields(self, pairs) -> dict:
+        us = self.cpu_us
+        try:
+            n = float(pairs)
+        except (TypeError, ValueError):
+            n = 0.0
+        return {"redis_cpu_ms": None if us is None else round(us / 1000, 1),
+                "redis_cpu_us_per_pair": round(us / n, 2) if us is not None and n > 0 else None}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -677,9 +784,9 @@ def pgbench_ceiling(pg: Pg, run_id: str, run_dir: Path, seconds: int, clients: i
         pg.query(f"DELETE FROM sales WHERE sku = '{sku}'", timeout=120)
 
 
-def redis_benchmark(redis: Redis, args: list[str], clients: int, n: int) -> dict:
+def redis_benchmark(redis: Redis, args: list[str], clients: int, n: int, pipeline: int = 1) -> dict:
     cmd = ["redis-benchmark", "-h", redis.host, "-p", redis.port, "--dbnum", redis.db, "-c", str(clients),
-           "-n", str(n), "-r", "1000000", "--csv", *args]
+           "-n", str(n), "-r", "1000000", "--csv", *(["-P", str(pipeline)] if pipeline > 1 else []), *args]
     proc = run(cmd, timeout=120, env=redis.env)
     rows = [line for line in proc.stdout.splitlines() if line.startswith('"') and not line.startswith('"test"')]
     if proc.returncode != 0 or not rows:
@@ -688,77 +795,197 @@ def redis_benchmark(redis: Redis, args: list[str], clients: int, n: int) -> dict
     return {"rps": float(f[1]), "p50_ms": float(f[4]), "p99_ms": float(f[6])}
 
 
-def redis_pairs(redis: Redis, run_id: str, clients: int, n: int) -> dict:
-    """Acquire (SET NX PX) and release (EVALSHA compare-and-delete) rates at `clients` connections.
+def redis_pairs(redis: Redis, run_id: str, clients: int, n: int, pipeline: int = 1, pids: list[int] | None = None) -> dict:
+    """Acquire (SET NX PX) and release (EVALSHA compare-and-delete) rates at `clients` connections,
+    each with `pipeline` requests in flight (redis-benchmark -P; 1: no pipelining).
 
     Each half runs alone; pairs_per_sec = 1 / (1/set_rps + 1/evalsha_rps), the harmonic
     combination: what the same connections would do if each did one acquire then one release.
+    With `pids` (the server's), also the Redis CPU time of each half per request; their sum is the
+    Redis CPU of one pair.
     """
     sha = redis.cli("SCRIPT", "LOAD", RELEASE_SCRIPT)
     key = f"benchlock:{run_id}:__rand_int__"
-    acquire = redis_benchmark(redis, ["SET", key, "tok", "NX", "PX", "30000"], clients, n)
-    release = redis_benchmark(redis, ["EVALSHA", sha, "1", key, "tok"], clients, n)
+    with RedisCpu(pids) as cpu_a:
+        acquire = redis_benchmark(redis, ["SET", key, "tok", "NX", "PX", "30000"], clients, n, pipeline)
+    with RedisCpu(pids) as cpu_r:
+        release = redis_benchmark(redis, ["EVALSHA", sha, "1", key, "tok"], clients, n, pipeline)
     pairs = 1.0 / (1.0 / acquire["rps"] + 1.0 / release["rps"])
-    return {"concurrency": clients, "requests_each": n, "set_nx_px": acquire, "evalsha_release": release,
-            "pairs_per_sec": round(pairs, 1)}
+    out = {"concurrency": clients, "pipeline": pipeline, "requests_each": n, "set_nx_px": acquire,
+           "evalsha_release": release, "pairs_per_sec": round(pairs, 1)}
+    if cpu_a.cpu_us is not None and cpu_r.cpu_us is not None:
+        acquire["redis_cpu_us_per_op"] = round(cpu_a.cpu_us / n, 2)
+        release["redis_cpu_us_per_op"] = round(cpu_r.cpu_us / n, 2)
+        out["redis_cpu_us_per_pair"] = round((cpu_a.cpu_us + cpu_r.cpu_us) / n, 2)
+    else:
+        out["redis_cpu_us_per_pair"] = None
+    return out
+
+
+# One SCAN step that also UNLINKs what it found (redis-cli 7.0's --scan has no COUNT: stepping
+# through a million keys ten at a time would take minutes). Each step blocks Redis for one
+# COUNT's worth of keys only.
+SCAN_UNLINK_SCRIPT = ("local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3]) "
+                      "for _, k in ipairs(r[2]) do redis.call('UNLINK', k) end return {r[1], #r[2]}")
+
+
+def unlink_pattern(redis: Redis, pattern: str, count: int = 20000, timeout: float = 120) -> int:
+    """UNLINKs every key matching `pattern`; returns how many. The raw-Redis reference leaves up
+    to a million keys with a 30 s TTL behind: deleted now, their expiry does not land in the
+    Redis CPU time (and throughput) of the lock runs that follow."""
+    deadline = time.monotonic() + timeout
+    cursor, total = "0", 0
+    while True:
+        out = redis.cli("EVAL", SCAN_UNLINK_SCRIPT, "0", cursor, pattern, str(count)).split()
+        if len(out) != 2 or not out[1].isdigit():
+            raise SetupError(f"SCAN/UNLINK step: unexpected reply {out!r}")
+        cursor, total = out[0], total + int(out[1])
+        if cursor == "0":
+            return total
+        if time.monotonic() > deadline:
+            raise SetupError(f"SCAN/UNLINK of {pattern} took more than {timeout:.0f}s")
 
 
 # ------------------------------------------------------------------------------------------------
 # lockkit and peers
 
 
-def lockctl_bench(redis: Redis, concurrency: int, duration_ms: int, locks: int | None) -> dict:
-    cmd = [str(LOCKCTL_BIN), "--redis-url", redis.url, "bench", "--concurrency", str(concurrency),
-           "--duration-ms", str(duration_ms)]
+class LockBackend:
+    """One lockkit backend of the comparison: its URL, servers and their redis-server pids."""
+
+    def __init__(self, name: str, label: str, url: str):
+        self.name, self.label, self.url = name, label, url
+        self.kind, self.node_urls = lock_backend(url)
+        self.nodes = [Redis(u) for u in self.node_urls]
+        self.pids: list[int] = []
+        self.error: str | None = None
+
+    def check(self) -> None:
+        """Every server must answer PING; pids found for the CPU figures (missing: figures None)."""
+        for node in self.nodes:
+            try:
+                pong = node.cli("PING", timeout=5)
+            except SetupError as e:
+                raise SetupError(f"{self.label}: {host_port(node.url)} does not answer: {e}") from e
+            if pong != "PONG":
+                raise SetupError(f"{self.label}: {host_port(node.url)} answered {pong!r} to PING")
+        pids = [redis_server_pid(node) for node in self.nodes]
+        if all(pids):
+            self.pids = pids
+        else:
+            log(f"{self.label}: redis-server pid not found for every server: no Redis CPU figures")
+
+    def describe(self) -> dict:
+        return {"label": self.label, "kind": self.kind, "nodes": [host_port(u) for u in self.node_urls],
+                "redis_pids": self.pids}
+
+
+def lockctl_bench(url: str, concurrency: int, duration_ms: int, locks: int | None, pids: list[int] | None = None) -> dict:
+    cmd = [str(LOCKCTL_BIN), "--url", url, "bench", "--concurrency", str(concurrency), "--duration-ms", str(duration_ms)]
     if locks is not None:
         cmd += ["--locks", str(locks)]
-    proc = run(cmd, timeout=duration_ms / 1000 + 60)
+    with RedisCpu(pids) as cpu:
+        proc = run(cmd, timeout=duration_ms / 1000 + 60)
     line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    mode = "contended" if locks == 1 else "uncontended"
     try:
         out = json.loads(line)
+        if proc.returncode != 0 or "pairs_per_sec" not in out:
+            raise ValueError
     except ValueError:
-        return {"concurrency": concurrency, "locks": locks or concurrency, "error": f"exit {proc.returncode}: {proc.stderr[-300:]}"}
-    out["mode"] = "contended" if locks == 1 else "uncontended"
+        return {"concurrency": concurrency, "locks": locks or concurrency, "mode": mode,
+                "error": f"exit {proc.returncode}: {(line + ' ' + proc.stderr[-300:]).strip()}"}
+    out["mode"] = mode
+    out.update(cpu.fields(out.get("pairs")))
     return out
 
 
-def peers_bench(redis: Redis, duration_ms: int) -> tuple[list[dict], int]:
+def peer_run(library: str, mode: str, concurrency: int, urls: list[str], duration_ms: int,
+             pids: list[int] | None = None) -> tuple[dict, int]:
+    """One run of loadtest/peers/run.sh (one library, one mode, one concurrency), so that the
+    Redis CPU time around it is this run's alone. Returns (JSON line, run.sh exit status)."""
     env = dict(os.environ)
-    env.update({"DURATION_MS": str(duration_ms), "CONCURRENCIES": " ".join(map(str, LOCK_CONCURRENCIES)),
-                "CONTENDED_C": str(CONTENDED_C), "REDIS_URL": redis.url})
-    runs = len(PEER_LIBRARIES) * (len(LOCK_CONCURRENCIES) + 1)
-    proc = run(["bash", str(PEERS_RUN)], timeout=runs * (duration_ms / 1000 + 35), env=env)
-    rows = []
+    env.update({"DURATION_MS": str(duration_ms), "LIBRARIES": library, "MODES": mode,
+                "CONCURRENCIES": str(concurrency), "CONTENDED_C": str(concurrency),
+                "REDIS_URL": urls[0], "REDIS_URLS": ",".join(urls)})
+    with RedisCpu(pids) as cpu:
+        proc = run(["bash", str(PEERS_RUN)], timeout=duration_ms / 1000 + 45, env=env)
+    row = None
     for line in proc.stdout.splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
             pass
-    return rows, proc.returncode
+    if row is None:
+        row = {"library": library, "mode": mode, "concurrency": concurrency,
+               "error": f"run.sh exit {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+    row.setdefault("concurrency", concurrency)
+    if "error" not in row:
+        row.update(cpu.fields(row.get("pairs")))
+    return row, proc.returncode
 
 
-def lockkit_section(redis: Redis, cfg: dict, run_id: str, redis_by_c: dict) -> dict:
+def peers_bench(backend: LockBackend, libraries: list[str], duration_ms: int) -> tuple[list[dict], int]:
+    rows, rc = [], 0
+    plan = [(lib, "uncontended", c) for lib in libraries for c in LOCK_CONCURRENCIES]
+    plan += [(lib, "contended", CONTENDED_C) for lib in libraries]
+    plan.sort(key=lambda x: libraries.index(x[0]))  # per library: uncontended, then contended
+    for lib, mode, c in plan:
+        row, code = peer_run(lib, mode, c, backend.node_urls, duration_ms, backend.pids)
+        row["backend"] = backend.name
+        rows.append(row)
+        rc = rc or code
+        log(f"    {lib} {mode} C={c}: " + (f"error {row['error']}" if "error" in row else
+            f"{float(row.get('pairs_per_sec') or 0):.0f} pairs/s, p99 {row.get('p99_us')} us, "
+            f"Redis CPU {row.get('redis_cpu_us_per_pair')} us/pair"))
+    return rows, rc
+
+
+def lockkit_section(redis: Redis, cfg: dict, run_id: str, redis_by_c: dict, backends: list[LockBackend],
+                    redis_piped_by_c: dict | None = None) -> dict:
+    """lockctl bench on every backend (the first is the one Redis), then the peers: all of them on
+    the one Redis, the Redlock peers on the Redlock backend."""
     ms = cfg["lock_ms"]
-    lock_runs = []
-    for c in LOCK_CONCURRENCIES:
-        log(f"lockctl bench uncontended C={c} ({ms} ms)")
-        lock_runs.append(lockctl_bench(redis, c, ms, None))
-    log(f"lockctl bench contended C={CONTENDED_C} --locks 1 ({ms} ms)")
-    lock_runs.append(lockctl_bench(redis, CONTENDED_C, ms, 1))
+    redis_piped_by_c = redis_piped_by_c or {}
+    out_backends: dict[str, dict] = {}
+    for be in backends:
+        entry = out_backends[be.name] = {**be.describe(), "runs": [], "peers": [], "peers_exit": None}
+        if be.error:
+            entry["error"] = be.error
+            log(f"lockctl on {be.label}: not run ({be.error})")
+            continue
+        plan = [(c, None) for c in LOCK_CONCURRENCIES] + [(CONTENDED_C, 1)]
+        for c, locks in plan:
+            what = f"uncontended C={c}" if locks is None else f"contended C={c} --locks 1"
+            r = lockctl_bench(be.url, c, ms, locks, be.pids)
+            r["backend"] = be.name
+            entry["runs"].append(r)
+            log(f"lockctl bench on {be.label}, {what} ({ms} ms): " + (f"error {r['error']}" if "error" in r else
+                f"{r['pairs_per_sec']:.0f} pairs/s, p99 {r.get('p99_us')} us, Redis CPU {r.get('redis_cpu_us_per_pair')} us/pair"))
 
-    peers, peers_rc = [], None
     if cfg["peers"]:
-        log(f"peer harnesses (loadtest/peers/run.sh, {ms} ms per run)")
-        peers, peers_rc = peers_bench(redis, ms)
+        for be in backends:
+            libs = PEER_LIBRARIES if be.kind == "redis" else REDLOCK_PEERS if be.kind == "redlock" else []
+            if be.error or not libs:
+                continue
+            log(f"peer harnesses on {be.label} (loadtest/peers/run.sh, {ms} ms per run)")
+            rows, rc = peers_bench(be, libs, ms)
+            out_backends[be.name]["peers"] = rows
+            out_backends[be.name]["peers_exit"] = rc
 
+    first = out_backends[backends[0].name]
+    lock_runs, peers = first["runs"], first["peers"]
     ratios = {}
     for r in lock_runs:
         if r.get("mode") != "uncontended" or "pairs_per_sec" not in r:
             continue
         c = r["concurrency"]
         raw = redis_by_c.get(c, {}).get("pairs_per_sec")
+        piped = redis_piped_by_c.get(c, {}).get("pairs_per_sec")
         entry = {"lockkit_pairs_per_sec": r["pairs_per_sec"], "redis_pairs_per_sec": raw,
-                 "vs_redis": round(r["pairs_per_sec"] / raw, 3) if raw else None, "vs_peers": {}}
+                 "vs_redis": round(r["pairs_per_sec"] / raw, 3) if raw else None,
+                 "redis_pipelined_pairs_per_sec": piped,
+                 "vs_redis_pipelined": round(r["pairs_per_sec"] / piped, 3) if piped else None, "vs_peers": {}}
         for p in peers:
             if p.get("mode") == "uncontended" and p.get("concurrency") == c and p.get("pairs_per_sec"):
                 entry["vs_peers"][p["library"]] = round(r["pairs_per_sec"] / float(p["pairs_per_sec"]), 3)
@@ -767,12 +994,19 @@ def lockkit_section(redis: Redis, cfg: dict, run_id: str, redis_by_c: dict) -> d
         "duration_ms": ms,
         "lockctl": lock_runs,
         "peers": peers,
-        "peers_exit": peers_rc,
+        "peers_exit": first["peers_exit"],
+        "backends": out_backends,
         "redis_pairs": {str(c): v for c, v in redis_by_c.items()},
+        "redis_pairs_pipelined": {str(c): v for c, v in redis_piped_by_c.items()},
+        "pipeline": PIPELINE,
         "ratios": ratios,
         "contended_c": CONTENDED_C,
         "note": "uncontended: each worker its own lock (locks = concurrency); contended: --locks 1. "
-                "Ratios compare pairs/s at the same concurrency.",
+                "Ratios compare pairs/s at the same concurrency; vs_redis (the target) against redis-benchmark "
+                f"without pipelining, vs_redis_pipelined (informational) against redis-benchmark -P {PIPELINE}.",
+        "cpu_note": "redis_cpu_us_per_pair: utime+stime of the backend's redis-server processes (/proc/PID/stat, "
+                    "summed over the nodes) after the run minus before it, over the run's pairs; the window includes "
+                    "the client's start-up and warm-up (a few commands) and the servers' idle housekeeping.",
     }
 
 
@@ -793,8 +1027,13 @@ def evaluate_targets(cells: list[dict], ceilings: dict, lk: dict, smoke: bool) -
     ratios = lk.get("ratios", {})
     if all(str(c) in ratios and ratios[str(c)]["vs_redis"] is not None for c in LOCK_CONCURRENCIES):
         vals = {c: ratios[str(c)]["vs_redis"] for c in LOCK_CONCURRENCIES}
+        piped = {c: ratios[str(c)].get("vs_redis_pipelined") for c in LOCK_CONCURRENCIES}
+        info = ""
+        if all(v is not None for v in piped.values()):  # informational: not part of the target
+            info = (f"; informational, vs redis-benchmark -P {PIPELINE}: "
+                    + ", ".join(f"C={c}: {v * 100:.0f}%" for c, v in piped.items()))
         add("lockkit_vs_redis", all(v >= 0.8 for v in vals.values()),
-            ", ".join(f"C={c}: {v * 100:.0f}%" for c, v in vals.items()))
+            ", ".join(f"C={c}: {v * 100:.0f}%" for c, v in vals.items()) + info)
     else:
         add("lockkit_vs_redis", False, "no data")
     # lockkit vs peers
@@ -980,6 +1219,9 @@ def markdown(res: dict) -> str:
     L.append("")
     L.append("## Strategies")
     L.append("")
+    if not res["strategies"]:
+        L.append("Not run in this run" + (" (--only-locks)." if s.get("only_locks") else "."))
+        L.append("")
     L.append("| strategy | shards | cell | orders/s | p50 ms | p99 ms | sold | oversold | stranded | duplicates | fence rej. | busy (503) | errors | sold out after s | Redis cmds / order | PG commits / order | k6 | check |")
     L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for c in res["strategies"]:
@@ -1023,11 +1265,15 @@ def markdown(res: dict) -> str:
     for c, r in sorted(res["ceilings"].get("redis", {}).items(), key=lambda kv: int(kv[0])):
         L.append(f"| `redis_pairs_per_sec` C={c} | {fmt(r['pairs_per_sec'])} pairs/s | redis-benchmark -c {c}: SET NX PX {fmt(r['set_nx_px']['rps'])}/s, "
                  f"EVALSHA release {fmt(r['evalsha_release']['rps'])}/s; 1/(1/a+1/b) |")
+    for c, r in sorted(res["ceilings"].get("redis_pipelined", {}).items(), key=lambda kv: int(kv[0])):
+        L.append(f"| `redis_pairs_per_sec` C={c}, pipelined | {fmt(r['pairs_per_sec'])} pairs/s | redis-benchmark -c {c} -P {r.get('pipeline')}: "
+                 f"SET NX PX {fmt(r['set_nx_px']['rps'])}/s, EVALSHA release {fmt(r['evalsha_release']['rps'])}/s; 1/(1/a+1/b) |")
     L.append("")
     lk = res["lockkit"]
-    L.append(f"## lockkit vs peers (pairs/s, p99 µs; {lk['duration_ms']} ms per run)")
+    piped = lk.get("redis_pairs_pipelined") or {}
+    L.append(f"## lockkit vs peers (pairs/s, p99 µs; {lk['duration_ms']} ms per run; one Redis)")
     L.append("")
-    cols = [f"C={c}" for c in LOCK_CONCURRENCIES] + [f"contended C={CONTENDED_C}"]
+    cols = [f"C={c}" for c in LOCK_CONCURRENCIES] + [f"contended C={CONTENDED_C}", f"Redis CPU µs/pair C={CONTENDED_C}"]
     L.append("| library | " + " | ".join(cols) + " |")
     L.append("|---|" + "---:|" * len(cols))
 
@@ -1038,10 +1284,17 @@ def markdown(res: dict) -> str:
             return "error"
         return f"{fmt(r.get('pairs_per_sec'))} (p99 {fmt(r.get('p99_us'))})"
 
+    def by_mode(runs):
+        return {(r.get("mode"), r.get("concurrency")): r for r in runs}
+
+    def cpu_at(runs, c=CONTENDED_C):
+        return fmt((by_mode(runs).get(("uncontended", c)) or {}).get("redis_cpu_us_per_pair"), 1)
+
     def row(name, runs):
-        by_c = {(r.get("mode"), r.get("concurrency")): r for r in runs}
+        by_c = by_mode(runs)
         vals = [cell_of(by_c.get(("uncontended", c))) for c in LOCK_CONCURRENCIES]
         vals.append(cell_of(by_c.get(("contended", CONTENDED_C))))
+        vals.append(cpu_at(runs))
         return f"| {name} | " + " | ".join(vals) + " |"
 
     L.append(row("**lockkit** (lockctl)", lk["lockctl"]))
@@ -1049,15 +1302,26 @@ def markdown(res: dict) -> str:
         runs = [p for p in lk["peers"] if p.get("library") == lib]
         if runs:
             L.append(row(lib, runs))
-    raw = [fmt(lk["redis_pairs"].get(str(c), {}).get("pairs_per_sec")) for c in LOCK_CONCURRENCIES]
-    L.append("| raw Redis pairs (redis-benchmark) | " + " | ".join(raw) + " | - |")
-    ratio = [f"{lk['ratios'][str(c)]['vs_redis'] * 100:.0f}%" if lk["ratios"].get(str(c), {}).get("vs_redis") else "-"
-             for c in LOCK_CONCURRENCIES]
-    L.append("| lockkit / raw Redis | " + " | ".join(ratio) + " | - |")
+
+    def raw_row(name, refs):
+        vals = [fmt(refs.get(str(c), {}).get("pairs_per_sec")) for c in LOCK_CONCURRENCIES]
+        return f"| {name} | " + " | ".join(vals) + f" | - | {fmt(refs.get(str(CONTENDED_C), {}).get('redis_cpu_us_per_pair'), 1)} |"
+
+    def ratio_row(name, key):
+        vals = [f"{lk['ratios'][str(c)][key] * 100:.0f}%" if lk["ratios"].get(str(c), {}).get(key) else "-"
+                for c in LOCK_CONCURRENCIES]
+        return f"| {name} | " + " | ".join(vals) + " | - | - |"
+
+    L.append(raw_row("raw Redis pairs (redis-benchmark)", lk["redis_pairs"]))
+    L.append(ratio_row("lockkit / raw Redis", "vs_redis"))
+    if piped:
+        L.append(raw_row(f"raw Redis pairs, pipelined (redis-benchmark -P {lk.get('pipeline', PIPELINE)})", piped))
+        L.append(ratio_row("lockkit / raw Redis pipelined (informational)", "vs_redis_pipelined"))
     L.append("")
     L.append("Contended runs: polling peers barge (a releaser re-takes the lock while waiters sleep), which inflates "
              "their pairs/s; compare contended runs on p99 (see loadtest/peers/README.md).")
     L.append("")
+    L.extend(backend_table(lk))
     L.append("## Targets")
     L.append("")
     L.append("| target | result | detail |")
@@ -1091,6 +1355,56 @@ def markdown(res: dict) -> str:
     L.append(f"Raw data: `{res['files']['json']}` (k6 summaries and service logs of this run under `{res['files']['run_dir']}`).")
     L.append("")
     return "\n".join(L)
+
+
+def backend_table(lk: dict) -> list[str]:
+    """Markdown: "lockkit by backend" (one Redis, Redlock, Cluster; the Redlock peers; the raw Redis refs)."""
+    backends = lk.get("backends") or {}
+    if not backends:
+        return []
+    L = [f"## lockkit by backend (pairs/s; {lk['duration_ms']} ms per run, same run)", ""]
+    cols = [f"C={c}" for c in LOCK_CONCURRENCIES] + [f"contended C={CONTENDED_C}", f"p99 µs C={CONTENDED_C}",
+                                                      f"Redis CPU µs/pair C={CONTENDED_C}"]
+    L.append("| | " + " | ".join(cols) + " |")
+    L.append("|---|" + "---:|" * len(cols))
+
+    def row(name, runs, error=None):
+        if error:
+            return f"| {name} | not run: {error[:120]} |" + " |" * (len(cols) - 1)
+        by_c = {(r.get("mode"), r.get("concurrency")): r for r in runs}
+
+        def pps(r):
+            return "-" if not r else "error" if "error" in r else fmt(r.get("pairs_per_sec"))
+        vals = [pps(by_c.get(("uncontended", c))) for c in LOCK_CONCURRENCIES]
+        vals.append(pps(by_c.get(("contended", CONTENDED_C))))
+        mid = by_c.get(("uncontended", CONTENDED_C)) or {}
+        vals += [fmt(mid.get("p99_us")), fmt(mid.get("redis_cpu_us_per_pair"), 1)]
+        return f"| {name} | " + " | ".join(vals) + " |"
+
+    for name, be in backends.items():
+        label = "one Redis" if name == "redis" else be.get("label", name)
+        L.append(row(f"**lockkit** {label}", be.get("runs", []), be.get("error")))
+    for name, be in backends.items():
+        if be.get("kind") != "redlock":
+            continue
+        for lib in REDLOCK_PEERS:
+            runs = [p for p in be.get("peers", []) if p.get("library") == lib]
+            if runs:
+                L.append(row(f"{lib} {be.get('label', name)}", runs))
+    for key, label in (("redis_pairs", "raw Redis pairs, one Redis (redis-benchmark)"),
+                       ("redis_pairs_pipelined", f"raw Redis pairs, one Redis, pipelined (redis-benchmark -P {lk.get('pipeline', PIPELINE)})")):
+        refs = lk.get(key) or {}
+        if refs:
+            vals = [fmt(refs.get(str(c), {}).get("pairs_per_sec")) for c in LOCK_CONCURRENCIES]
+            L.append(f"| {label} | " + " | ".join(vals) + f" | - | - | {fmt(refs.get(str(CONTENDED_C), {}).get('redis_cpu_us_per_pair'), 1)} |")
+    L.append("")
+    nodes = "; ".join(f"{be.get('label', n)}: {', '.join(be.get('nodes', []))}" for n, be in backends.items())
+    L.append(f"Servers: {nodes}. Redis CPU µs/pair: utime+stime of the backend's redis-server processes "
+             "(`/proc/PID/stat`, summed over its nodes) during the run, divided by its pairs; for the raw Redis rows, "
+             "the two redis-benchmark halves' CPU per request, added. p99 is the uncontended run's. "
+             "Every node of a backend runs on the same 2 cores as the client.")
+    L.append("")
+    return L
 
 
 def nice_ceiling(v: float) -> float:
@@ -1213,6 +1527,14 @@ def parse_args(argv):
     p.add_argument("--lock-ms", type=int, help="lockctl / peer run length in ms (full 3000, smoke 500)")
     p.add_argument("--no-peers", action="store_true", help="skip the peer lock libraries")
     p.add_argument("--no-ceilings", action="store_true", help="strategy matrix only: skip pgbench, redis-benchmark, lockkit and peers")
+    p.add_argument("--only-locks", action="store_true",
+                   help="lockkit section only: the raw Redis pair references, lockctl on every backend and the peers "
+                        "(no seckill instances, no strategy matrix, no HTTP/pgbench ceilings)")
+    p.add_argument("--redlock-url", default=os.environ.get(REDLOCK_URL_ENV, ""),
+                   help=f"Redlock backend for lockctl and the Redlock peers, redlock://h:p,... (default ${REDLOCK_URL_ENV}; "
+                        "'' skips it; scripts/lock-servers.sh env prints it)")
+    p.add_argument("--cluster-url", default=os.environ.get(CLUSTER_URL_ENV, ""),
+                   help=f"Redis Cluster backend for lockctl, redis+cluster://h:p,... (default ${CLUSTER_URL_ENV}; '' skips it)")
     p.add_argument("--results-dir", type=Path, default=RESULTS, help="where result files go (default loadtest/results)")
     p.add_argument("--keep-sales", action="store_true", help="keep the bench sales (orders) in PostgreSQL afterwards")
     return p.parse_args(argv)
@@ -1227,6 +1549,9 @@ def main(argv=None) -> int:
             cfg[key] = getattr(args, key)
     if args.no_peers:
         cfg["peers"] = False
+    if args.only_locks and args.no_ceilings:
+        log("--only-locks and --no-ceilings exclude each other")
+        return 2
     if args.strategies is None:
         args.strategies = ",".join(SMOKE_STRATEGIES if args.smoke else STRATEGIES)
     if args.throughput is None:
@@ -1253,7 +1578,20 @@ def main(argv=None) -> int:
     try:
         loopback_only(redis_url, "REDIS_URL")
         loopback_only(database_url, "DATABASE_URL")
-        for binary in (SECKILL_BIN, LOCKCTL_BIN):
+        backends = [LockBackend("redis", "one Redis", redis_url)]
+        for kind, label, url, what in (("redlock", "Redlock", args.redlock_url, "--redlock-url"),
+                                       ("cluster", "Cluster", args.cluster_url, "--cluster-url")):
+            if not url or args.no_ceilings:
+                continue
+            be = LockBackend("", label, url)
+            if be.kind != kind:
+                raise SetupError(f"{what} must be a {kind} URL (got a {be.kind} one)")
+            for node in be.node_urls:
+                loopback_only(node, what)
+            be.name = f"{kind}-{len(be.nodes)}"
+            be.label = f"Redlock {len(be.nodes)} nodes" if kind == "redlock" else f"Cluster {len(be.nodes)} masters"
+            backends.append(be)
+        for binary in ((LOCKCTL_BIN,) if args.only_locks else (SECKILL_BIN, LOCKCTL_BIN)):
             if not os.access(binary, os.X_OK):
                 raise SetupError(f"{binary} missing: run scripts/bench.sh (it builds the release binaries)")
         for tool in ("psql", "pgbench", "redis-cli", "redis-benchmark"):
@@ -1282,12 +1620,14 @@ def main(argv=None) -> int:
     res: dict = {
         "schema": 1, "mode": mode, "started_at": started.isoformat(timespec="seconds"), "run_id": run_id,
         "git": git_info(), "machine": machine_info(pg, redis),
-        "settings": {**{k: v for k, v in cfg.items() if k != "redis_n"}, "redis_requests": cfg["redis_n"],
+        "settings": {**{k: v for k, v in cfg.items() if k not in ("redis_n", "redis_n_pipelined")}, "redis_requests": cfg["redis_n"],
                      "strategies": strategies, "shards": shard_list, "per_user_limit": 2, "max_per_order": 2,
                      "qty_mix": "1:0.7,2:0.3", "replay_fraction": 0.05, "invalid_fraction": 0.02,
                      "instances": 2, "request_deadline_ms": 2000,
                      "throughput_cells": [f"{n}/{sh}" for n, sh in throughput],
-                     "throughput_total": tp_cfg["total"], "throughput_users": tp_cfg["users"]},
+                     "throughput_total": tp_cfg["total"], "throughput_users": tp_cfg["users"],
+                     "only_locks": args.only_locks, "redis_requests_pipelined": cfg["redis_n_pipelined"],
+                     "pipeline": PIPELINE, "lock_backends": [be.name for be in backends]},
         "files": {"run_dir": str(run_dir.relative_to(ROOT))},
         "ceilings": {},
     }
@@ -1299,37 +1639,40 @@ def main(argv=None) -> int:
     rc = 0
     try:
         # --- 1. strategy matrix -------------------------------------------------------------
-        token = secrets.token_urlsafe(24)
-        env = dict(os.environ)
-        env.update({"SECKILL_LISTEN": "127.0.0.1:0", "REDIS_URL": redis_url, "DATABASE_URL": database_url,
-                    "SECKILL_ADMIN_TOKEN": token, "NO_COLOR": "1", "RUST_LOG": os.environ.get("BENCH_RUST_LOG", "info")})
-        for i in (1, 2):
-            instances.append(Instance(i, run_dir, env))
-            # one at a time: they serialise on the migration lock anyway
-            instances[-1].wait_ready()
-        # HTTP ceiling first, on the same instances, with the cells' arrival model.
-        if not args.no_ceilings:
-            log(f"HTTP ceiling: GET /healthz, {cfg['rate']}/s for {cfg['duration_s']} s")
-            try:
-                res["ceilings"]["http"] = hc = http_ceiling(cfg, instances, run_dir)
-                log(f"    {hc['http_ok_per_sec']:.0f} req/s, dropped {hc['dropped_iterations']}, non-200 {hc['unexpected']}")
-            except SetupError as e:  # a ceiling that could not be measured is reported, not fatal
-                log(f"HTTP ceiling not measured: {e}")
-                res["ceilings"]["http"] = {"error": str(e)}
-        plan = [(s_, sh, "mission", cfg) for s_ in strategies for sh in shard_list]
-        plan += [(s_, sh, "throughput", tp_cfg) for s_, sh in throughput]
-        for n, (strategy, shards, kind, ccfg) in enumerate(plan, 1):
-            log(f"[{n}/{len(plan)}] {strategy}, {shards} shard(s), {kind}: {ccfg['total']} units, {ccfg['rate']}/s for {ccfg['duration_s']} s")
-            cell = run_cell(args, ccfg, pg, redis, instances, token, run_id, run_dir, strategy, shards, kind)
-            cells.append(cell)
-            log(f"    {cell['orders_per_sec']:.0f} orders/s, p50 {cell['p50_ms']} ms, p99 {cell['p99_ms']} ms, sold {cell['sold']}, "
-                f"oversold {cell['oversold']}, stranded {cell['stranded']}, busy {cell['busy']}, errors {cell['errors']}, "
-                f"Redis cmds/order {cell['redis_cmds_per_order']}, PG commits/order {cell['pg_commits_per_order']}, "
-                f"k6 exit {cell['k6_exit']}" + ("" if not cell["violations"] else f"  VIOLATION: {'; '.join(cell['violations'])}"))
-            violations.extend(cell["violations"])
-            for inst in instances:
-                if inst.proc.poll() is not None:
-                    raise SetupError(f"seckill #{inst.idx} died (exit {inst.proc.returncode}); see {inst.log_path}")
+        if args.only_locks:
+            log("--only-locks: no seckill instances, no strategy matrix")
+        else:
+            token = secrets.token_urlsafe(24)
+            env = dict(os.environ)
+            env.update({"SECKILL_LISTEN": "127.0.0.1:0", "REDIS_URL": redis_url, "DATABASE_URL": database_url,
+                        "SECKILL_ADMIN_TOKEN": token, "NO_COLOR": "1", "RUST_LOG": os.environ.get("BENCH_RUST_LOG", "info")})
+            for i in (1, 2):
+                instances.append(Instance(i, run_dir, env))
+                # one at a time: they serialise on the migration lock anyway
+                instances[-1].wait_ready()
+            # HTTP ceiling first, on the same instances, with the cells' arrival model.
+            if not args.no_ceilings:
+                log(f"HTTP ceiling: GET /healthz, {cfg['rate']}/s for {cfg['duration_s']} s")
+                try:
+                    res["ceilings"]["http"] = hc = http_ceiling(cfg, instances, run_dir)
+                    log(f"    {hc['http_ok_per_sec']:.0f} req/s, dropped {hc['dropped_iterations']}, non-200 {hc['unexpected']}")
+                except SetupError as e:  # a ceiling that could not be measured is reported, not fatal
+                    log(f"HTTP ceiling not measured: {e}")
+                    res["ceilings"]["http"] = {"error": str(e)}
+            plan = [(s_, sh, "mission", cfg) for s_ in strategies for sh in shard_list]
+            plan += [(s_, sh, "throughput", tp_cfg) for s_, sh in throughput]
+            for n, (strategy, shards, kind, ccfg) in enumerate(plan, 1):
+                log(f"[{n}/{len(plan)}] {strategy}, {shards} shard(s), {kind}: {ccfg['total']} units, {ccfg['rate']}/s for {ccfg['duration_s']} s")
+                cell = run_cell(args, ccfg, pg, redis, instances, token, run_id, run_dir, strategy, shards, kind)
+                cells.append(cell)
+                log(f"    {cell['orders_per_sec']:.0f} orders/s, p50 {cell['p50_ms']} ms, p99 {cell['p99_ms']} ms, sold {cell['sold']}, "
+                    f"oversold {cell['oversold']}, stranded {cell['stranded']}, busy {cell['busy']}, errors {cell['errors']}, "
+                    f"Redis cmds/order {cell['redis_cmds_per_order']}, PG commits/order {cell['pg_commits_per_order']}, "
+                    f"k6 exit {cell['k6_exit']}" + ("" if not cell["violations"] else f"  VIOLATION: {'; '.join(cell['violations'])}"))
+                violations.extend(cell["violations"])
+                for inst in instances:
+                    if inst.proc.poll() is not None:
+                        raise SetupError(f"seckill #{inst.idx} died (exit {inst.proc.returncode}); see {inst.log_path}")
         res["strategies"] = cells
     except (SetupError, KeyboardInterrupt) as e:
         log(f"ERROR: {e}")
@@ -1345,28 +1688,55 @@ def main(argv=None) -> int:
             log(f"seckill #{inst.idx} stopped (exit {code})")
 
     # --- 2. ceilings and 3. lockkit (instances stopped: they would only steal CPU) -------------
-    res["lockkit"] = {"lockctl": [], "peers": [], "redis_pairs": {}, "ratios": {}, "duration_ms": cfg["lock_ms"]}
+    res["lockkit"] = {"lockctl": [], "peers": [], "backends": {}, "redis_pairs": {}, "redis_pairs_pipelined": {},
+                      "ratios": {}, "duration_ms": cfg["lock_ms"]}
     if rc == 0 and not args.no_ceilings:
         try:
-            log(f"pgbench ceiling: {cfg['pg_clients']} clients, {cfg['pg_seconds']} s")
-            res["ceilings"]["pg"] = pgbench_ceiling(pg, run_id, run_dir, cfg["pg_seconds"], cfg["pg_clients"])
-            log(f"    pg_order_tps {res['ceilings']['pg']['pg_order_tps']}")
-            redis_by_c = {}
-            for c in (50, *LOCK_CONCURRENCIES):
+            if not args.only_locks:
+                log(f"pgbench ceiling: {cfg['pg_clients']} clients, {cfg['pg_seconds']} s")
+                res["ceilings"]["pg"] = pgbench_ceiling(pg, run_id, run_dir, cfg["pg_seconds"], cfg["pg_clients"])
+                log(f"    pg_order_tps {res['ceilings']['pg']['pg_order_tps']}")
+            for be in backends:
+                try:
+                    be.check()
+                except SetupError as e:  # reported in the backend's entry and as a violation below
+                    be.error = str(e)
+                    log(f"ERROR: {e}")
+            if backends[0].error:
+                raise SetupError(backends[0].error)
+            redis_pids = backends[0].pids
+            redis_by_c, piped_by_c = {}, {}
+            for c in ((50,) if not args.only_locks else ()) + tuple(LOCK_CONCURRENCIES):
                 log(f"redis-benchmark pairs at C={c} ({cfg['redis_n'][c]} requests each)")
-                redis_by_c[c] = redis_pairs(redis, run_id, c, cfg["redis_n"][c])
-                log(f"    {redis_by_c[c]['pairs_per_sec']:.0f} pairs/s")
+                redis_by_c[c] = redis_pairs(redis, run_id, c, cfg["redis_n"][c], pids=redis_pids)
+                log(f"    {redis_by_c[c]['pairs_per_sec']:.0f} pairs/s, Redis CPU {redis_by_c[c]['redis_cpu_us_per_pair']} us/pair")
+            for c in LOCK_CONCURRENCIES:
+                n = cfg["redis_n_pipelined"][c]
+                log(f"redis-benchmark pairs at C={c}, pipelined -P {PIPELINE} ({n} requests each)")
+                piped_by_c[c] = redis_pairs(redis, run_id, c, n, PIPELINE, redis_pids)
+                log(f"    {piped_by_c[c]['pairs_per_sec']:.0f} pairs/s, Redis CPU {piped_by_c[c]['redis_cpu_us_per_pair']} us/pair")
+            # Their keys (30 s TTL) would otherwise expire inside the lock runs that follow.
+            n_keys = unlink_pattern(redis, f"benchlock:{run_id}:*")
+            log(f"    unlinked the {n_keys} keys the redis-benchmark runs left")
             res["ceilings"]["redis"] = {str(c): v for c, v in redis_by_c.items()}
-            res["ceilings"]["redis_pairs_per_sec"] = redis_by_c[50]["pairs_per_sec"]
-            res["ceilings"]["pg_order_tps"] = res["ceilings"]["pg"]["pg_order_tps"]
+            res["ceilings"]["redis_pipelined"] = {str(c): v for c, v in piped_by_c.items()}
+            if 50 in redis_by_c:
+                res["ceilings"]["redis_pairs_per_sec"] = redis_by_c[50]["pairs_per_sec"]
+            if res["ceilings"].get("pg"):
+                res["ceilings"]["pg_order_tps"] = res["ceilings"]["pg"]["pg_order_tps"]
             if res["ceilings"].get("http"):
                 res["ceilings"]["http_ok_per_sec"] = res["ceilings"]["http"]["http_ok_per_sec"]
-            res["lockkit"] = lockkit_section(redis, cfg, run_id, {c: redis_by_c[c] for c in LOCK_CONCURRENCIES})
-            for r in res["lockkit"]["lockctl"]:
-                if "error" in r:
-                    violations.append(f"lockctl bench C={r['concurrency']} failed: {r['error']}")
-            if res["lockkit"].get("peers_exit"):
-                log(f"peer harnesses: run.sh exited {res['lockkit']['peers_exit']} (failed runs are marked 'error')")
+            res["lockkit"] = lockkit_section(redis, cfg, run_id, {c: redis_by_c[c] for c in LOCK_CONCURRENCIES}, backends,
+                                             piped_by_c)
+            for name, be in res["lockkit"]["backends"].items():
+                if be.get("error"):
+                    violations.append(f"lockctl bench on {be['label']} not run: {be['error']}")
+                for r in be["runs"]:
+                    if "error" in r:
+                        where = "" if name == "redis" else f" on {be['label']}"
+                        violations.append(f"lockctl bench{where} C={r['concurrency']} {r['mode']} failed: {r['error']}")
+                if be.get("peers_exit"):
+                    log(f"peer harnesses on {be['label']}: run.sh exited {be['peers_exit']} (failed runs are marked 'error')")
         except (SetupError, KeyboardInterrupt) as e:
             log(f"ERROR: {e}")
             violations.append(f"ceilings/lockkit aborted: {e}")
@@ -1427,6 +1797,26 @@ def main(argv=None) -> int:
     if res["ceilings"]:
         print(f"http_ok_per_sec {(res['ceilings'].get('http') or {}).get('http_ok_per_sec')}, "
               f"pg_order_tps {res['ceilings'].get('pg_order_tps')}, redis_pairs_per_sec (C=50) {res['ceilings'].get('redis_pairs_per_sec')}")
+    if res["lockkit"].get("backends"):
+        print(f"lockctl/peers pairs/s at C={', '.join(map(str, LOCK_CONCURRENCIES))}, contended C={CONTENDED_C}; "
+              f"Redis CPU us/pair at C={CONTENDED_C}:")
+        lk = res["lockkit"]
+
+        def summary(runs):
+            by_c = {(r.get("mode"), r.get("concurrency")): r for r in runs}
+            keys = [("uncontended", c) for c in LOCK_CONCURRENCIES] + [("contended", CONTENDED_C)]
+            vals = ["err" if "error" in by_c.get(k, {}) else fmt(by_c.get(k, {}).get("pairs_per_sec")) for k in keys]
+            cpu = by_c.get(("uncontended", CONTENDED_C), {}).get("redis_cpu_us_per_pair")
+            return " / ".join(vals) + f"; cpu {fmt(cpu, 1)}"
+        for name, be in lk["backends"].items():
+            print(f"  lockctl {name:12} " + (f"not run: {be['error']}" if be.get("error") else summary(be["runs"])))
+            for lib in sorted({p_.get("library") for p_ in be.get("peers", [])}):
+                print(f"  {lib:20} on {name:10} " + summary([p_ for p_ in be["peers"] if p_.get("library") == lib]))
+        for key in ("redis_pairs", "redis_pairs_pipelined"):
+            refs = lk.get(key) or {}
+            if refs:
+                print(f"  {key:34} " + " / ".join(fmt(refs.get(str(c), {}).get("pairs_per_sec")) for c in LOCK_CONCURRENCIES)
+                      + f"; cpu {fmt(refs.get(str(CONTENDED_C), {}).get('redis_cpu_us_per_pair'), 1)}")
     if not args.smoke:
         for t in res["targets"]:
             print(f"  {t['status']:4}  {t['target']}: {t['detail']}")

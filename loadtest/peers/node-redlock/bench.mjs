@@ -1,8 +1,8 @@
 // node-redlock under the `lockctl bench` contract.
 //
-//   node bench.mjs --concurrency C --duration-ms D [--locks K] [--redis-url URL] [--retry-delay-ms N]
+//   node bench.mjs --concurrency C --duration-ms D [--locks K] [--redis-url URL[,URL...]] [--retry-delay-ms N]
 //
-// C async workers (one event loop, one ioredis connection) loop for D ms; worker i uses lock
+// C async workers (one event loop, one ioredis connection per server) loop for D ms; worker i uses lock
 // `i % K`; every acquire+release pair is timed. Prints one JSON line: concurrency, locks, pairs,
 // pairs_per_sec, p50_us, p99_us, overlaps.
 //
@@ -11,6 +11,8 @@
 // with the defaults here (5, 5) that is uniform over 0..9 ms, the same as rslock with
 // retry_delay 10 ms. (Library defaults: retryCount 10, retryDelay 200, retryJitter 100.)
 // Release: `redlock.release(lock, { retryCount: 0 })`, one attempt, like the other libraries.
+// Several comma-separated URLs (or --redis-url repeated): Redlock over those independent masters
+// (`new Redlock([client, ...])`, quorum floor(n/2)+1); one URL: a single server, quorum 1.
 import { parseArgs } from "node:util";
 import Redis from "ioredis";
 import Redlock from "redlock";
@@ -23,7 +25,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "16" },
     "duration-ms": { type: "string", default: "5000" },
     locks: { type: "string" },
-    "redis-url": { type: "string", default: "redis://127.0.0.1:6390" },
+    "redis-url": { type: "string", multiple: true, default: ["redis://127.0.0.1:6390"] },
     "retry-delay-ms": { type: "string", default: "5" },
     "retry-jitter-ms": { type: "string", default: "5" },
   },
@@ -50,8 +52,17 @@ setTimeout(() => {
   process.exit(3);
 }, durationMs + GIVE_UP_AFTER_END_MS + 5000).unref();
 
-const redis = new Redis(values["redis-url"], { lazyConnect: true, maxRetriesPerRequest: 1 });
-const redlock = new Redlock([redis], {
+const urls = values["redis-url"]
+  .flatMap((u) => u.split(","))
+  .map((u) => u.trim())
+  .filter((u) => u !== "");
+if (urls.length === 0) {
+  console.error("bench.mjs: --redis-url needs at least one URL");
+  process.exit(2);
+}
+const clients = urls.map((url) => new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 }));
+const disconnectAll = () => clients.forEach((c) => c.disconnect());
+const redlock = new Redlock(clients, {
   retryCount: -1,
   retryDelay,
   retryJitter,
@@ -67,18 +78,20 @@ redlock.on("error", (error) => {
 });
 
 let connectionErrors = 0;
-redis.on("error", (error) => {
-  if (connectionErrors++ === 0) console.error(`bench.mjs: redis: ${error.message}`);
-});
+for (const client of clients) {
+  client.on("error", (error) => {
+    if (connectionErrors++ === 0) console.error(`bench.mjs: redis: ${error.message}`);
+  });
+}
 try {
-  await redis.connect();
+  await Promise.all(clients.map((c) => c.connect()));
   // Load the scripts and warm the connection before the clock starts.
   await redlock.release(await redlock.acquire(["peerbench:node-redlock:warmup"], 1000, { retryCount: 3 }), {
     retryCount: 0,
   });
 } catch (error) {
-  console.error(`bench.mjs: cannot lock on ${values["redis-url"]}: ${error.message}`);
-  redis.disconnect();
+  console.error(`bench.mjs: cannot lock on ${urls.length} server(s) (${urls.join(",")}): ${error.message}`);
+  disconnectAll();
   process.exit(1);
 }
 
@@ -115,11 +128,11 @@ try {
   await Promise.all(Array.from({ length: concurrency }, (_, i) => worker(i)));
 } catch (error) {
   console.error(`bench.mjs: ${error}`);
-  redis.disconnect();
+  disconnectAll();
   process.exit(1);
 }
 const elapsedSec = Number(process.hrtime.bigint() - started) / 1e9;
-redis.disconnect();
+disconnectAll();
 
 latenciesUs.sort((a, b) => a - b);
 const percentile = (p) =>

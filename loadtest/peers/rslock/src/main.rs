@@ -6,6 +6,9 @@
 //! Acquiring: `LockManager::lock` is retried until it succeeds, as `LockManager::acquire` does
 //! (`lock` itself makes `retry_count` attempts with a random 0..retry_delay ms pause between them).
 //! Releasing: `LockManager::unlock`.
+//!
+//! `--redis-url` takes one URL or several (comma-separated or repeated): several independent
+//! masters make rslock run Redlock over them (`LockManager::new(urls)`, quorum n/2+1).
 
 use std::{
     process::ExitCode,
@@ -35,8 +38,9 @@ struct Args {
     /// Distinct locks; defaults to the concurrency (uncontended).
     #[arg(long)]
     locks: Option<usize>,
-    #[arg(long, default_value = "redis://127.0.0.1:6390")]
-    redis_url: String,
+    /// One Redis, or several independent masters for Redlock (comma-separated or repeated).
+    #[arg(long, default_value = "redis://127.0.0.1:6390", value_delimiter = ',')]
+    redis_url: Vec<String>,
     /// rslock's retry_delay: pause between attempts is uniform in [0, this) ms (library default 200).
     #[arg(long, default_value_t = 10)]
     retry_delay_ms: u64,
@@ -62,7 +66,11 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
     let locks = args.locks.unwrap_or(concurrency).max(1);
     let duration = Duration::from_millis(args.duration_ms);
 
-    let mut manager = LockManager::new(vec![args.redis_url.as_str()]);
+    let urls: Vec<&str> = args.redis_url.iter().map(|u| u.trim()).filter(|u| !u.is_empty()).collect();
+    if urls.is_empty() {
+        return Err("--redis-url: no URL given".into());
+    }
+    let mut manager = LockManager::new(urls.clone());
     // Keep the library's default attempt count (3) per `lock` call; only the pause is shortened.
     manager.set_retry(3, Duration::from_millis(args.retry_delay_ms.max(1)));
 
@@ -70,7 +78,7 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
     let warm = manager
         .lock("peerbench:rslock:warmup", Duration::from_secs(1))
         .await
-        .map_err(|e| format!("cannot lock on {}: {e}", args.redis_url))?;
+        .map_err(|e| format!("cannot lock on {} server(s) ({}): {e}", urls.len(), urls.join(",")))?;
     manager.unlock(&warm).await;
 
     let run_id = run_id();
