@@ -59,11 +59,11 @@ K6_WRAPPER = ROOT / "scripts" / "k6.sh"
 PEERS_RUN = ROOT / "loadtest" / "peers" / "run.sh"
 
 STRATEGIES = ["none", "redis-lock", "sharded-fenced", "db-atomic", "db-pessimistic", "db-optimistic",
-              "owned-shards", "owned-unfenced"]
+              "owned-shards", "owned-unfenced", "redis-gate", "redis-gate-durable"]
 # Smoke leaves out the owned-unfenced control (identical to owned-shards without faults) to stay quick.
 SMOKE_STRATEGIES = [s for s in STRATEGIES if s != "owned-unfenced"]
 # Throughput cells (full mode): stock that outlasts the load, so orders/s is a steady-state rate.
-THROUGHPUT_CELLS = "owned-shards/20,db-atomic/20"
+THROUGHPUT_CELLS = "owned-shards/20,db-atomic/20,redis-gate/20,redis-gate-durable/20"
 # Throughput cells: 10 000 000 user ids, so that the per-user limit does not cap the sale.
 THROUGHPUT_USERS = 10_000_000
 # Seconds to wait after a cell's load before reading pg_stat_database: PostgreSQL 15+ backends
@@ -347,6 +347,56 @@ class RedisCpu:
                 "redis_cpu_us_per_pair": round(us / n, 2) if us is not None and n > 0 else None}
 
 
+# Where a cell's CPU goes: processes by name. Everything else on the box is "other".
+PROFILE_GROUPS = {"seckill": "seckill", "postgres": "postgres", "redis": "redis-server", "k6": "k6"}
+
+
+def process_ticks() -> dict[int, tuple[str, int]]:
+    """pid -> (comm, utime + stime in clock ticks) of every process, and pid 0 -> ("total", the
+    machine's busy ticks over all CPUs from /proc/stat)."""
+    out: dict[int, tuple[str, int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.find("(") + 1:stat.rfind(")")]
+        fields = stat.rpartition(")")[2].split()
+        out[int(entry.name)] = (comm, int(fields[11]) + int(fields[12]))
+    try:
+        cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        busy = sum(int(x) for x in cpu) - int(cpu[3]) - int(cpu[4])  # minus idle and iowait
+        out[0] = ("total", busy)
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
+def cpu_profile(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], wall_s: float) -> dict:
+    """CPU used by each process group between two samples, in % of one core (a process that
+    started in between counts from zero; one that ended is missed)."""
+    if wall_s <= 0:
+        return {}
+    used: dict[str, float] = {g: 0.0 for g in PROFILE_GROUPS}
+    for pid, (comm, ticks) in after.items():
+        if pid == 0:
+            continue
+        earlier = before.get(pid)
+        delta = ticks - (earlier[1] if earlier and earlier[0] == comm else 0)
+        for group, name in PROFILE_GROUPS.items():
+            if comm == name:
+                used[group] += delta
+    pct = {g: round(t / CLK_TCK / wall_s * 100, 1) for g, t in used.items()}
+    if 0 in before and 0 in after:
+        total = (after[0][1] - before[0][1]) / CLK_TCK / wall_s * 100
+        pct["other"] = round(max(total - sum(pct.values()), 0.0), 1)
+        pct["busy"] = round(total, 1)
+    pct["cores"] = os.cpu_count() or 0
+    return pct
+
+
 # ------------------------------------------------------------------------------------------------
 # seckill instances
 
@@ -518,6 +568,7 @@ def run_cell(args, cfg, pg: Pg, redis: Redis, instances: list[Instance], token: 
     # the load, k6 teardown with the audit).
     redis_before, pg_before = redis_total_commands(redis), pg_total_commits(pg)
     limit = cfg["duration_s"] + 150  # load + gracefulStop 10 s + setup/teardown bounds
+    cpu_before = process_ticks()
     t0 = time.monotonic()
     with open(k6_log, "wb") as out:
         proc = subprocess.Popen(["bash", str(K6_WRAPPER), "-q", "--no-color", str(K6_SCRIPT)], env=env, cwd=ROOT,
@@ -538,13 +589,15 @@ def run_cell(args, cfg, pg: Pg, redis: Redis, instances: list[Instance], token: 
                 rc = proc.wait()
             rc = rc if rc else -1
     wall = time.monotonic() - t0
+    cpu_after = process_ticks()
 
     time.sleep(PG_STATS_SETTLE_S)
     redis_after, pg_after = redis_total_commands(redis), pg_total_commits(pg)
     metrics_after = scrape_metrics(instances)
     cell: dict = {"strategy": strategy, "shards": shards, "cell": kind, "total": cfg["total"], "users": cfg["users"],
                   "sku": sku, "k6_exit": rc, "k6_wall_s": round(wall, 1),
-                  "k6_summary": str(summary_path.relative_to(ROOT)), "k6_log": str(k6_log.relative_to(ROOT))}
+                  "k6_summary": str(summary_path.relative_to(ROOT)), "k6_log": str(k6_log.relative_to(ROOT)),
+                  "cpu_profile": cpu_profile(cpu_before, cpu_after, wall)}
     try:
         summary = json.loads(summary_path.read_text())
     except (OSError, ValueError):
@@ -1086,8 +1139,14 @@ def evaluate_targets(cells: list[dict], ceilings: dict, lk: dict, smoke: bool) -
         am = by.get(("db-atomic", 20))
         if o_kind == "throughput" and o_mission and am and am["orders_per_sec"]:
             extra = f"; mission cells: {o_mission['orders_per_sec']:.0f} / {am['orders_per_sec']:.0f} = x{o_mission['orders_per_sec'] / am['orders_per_sec']:.2f}"
+        profile = ""
+        cpu = o20.get("cpu_profile") or {}
+        if x < 2.0 and cpu.get("busy") is not None:
+            profile = (f"; CPU during the owned-shards cell: {cpu['busy']:.0f}% busy of {cpu.get('cores', 0) * 100}% "
+                       f"(seckill {cpu.get('seckill', 0):.0f}, postgres {cpu.get('postgres', 0):.0f}, k6 {cpu.get('k6', 0):.0f}, "
+                       f"redis {cpu.get('redis', 0):.0f})")
         add("owned_vs_db_atomic", x >= 2.0,
-            f"{o_kind} cells: {o20['orders_per_sec']:.0f} / {a20['orders_per_sec']:.0f} orders/s = x{x:.2f}{extra}")
+            f"{o_kind} cells: {o20['orders_per_sec']:.0f} / {a20['orders_per_sec']:.0f} orders/s = x{x:.2f}{extra}{profile}")
     else:
         add("owned_vs_db_atomic", False, "no data")
     http = (ceilings.get("http") or {}).get("http_ok_per_sec")
@@ -1232,6 +1291,19 @@ def markdown(res: dict) -> str:
                  f"{fmt(c['busy'])} | {fmt(c['errors'])} | {so} | {fmt(c.get('redis_cmds_per_order'), 3)} | {fmt(c.get('pg_commits_per_order'), 3)} | "
                  f"{c['k6_verdict']} ({c['k6_exit']}) | {ok} |")
     L.append("")
+    profiled = [c for c in res["strategies"] if c.get("cpu_profile") and (c.get("cell") == "throughput" or c["shards"] == 20)]
+    if profiled:
+        cores = profiled[0]["cpu_profile"].get("cores", 0)
+        L.append(f"Where the CPU went during each 20-shard and throughput cell (% of one core, over k6's run; the box has "
+                 f"{cores} cores = {cores * 100}%): the service, PostgreSQL, the load generator and Redis share them.")
+        L.append("")
+        L.append("| strategy | cell | seckill (2 instances) | postgres | k6 | redis | other | busy |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+        for c in profiled:
+            p_ = c["cpu_profile"]
+            L.append(f"| {c['strategy']} | {c.get('cell', 'mission')} | {fmt(p_.get('seckill'))} | {fmt(p_.get('postgres'))} | "
+                     f"{fmt(p_.get('k6'))} | {fmt(p_.get('redis'))} | {fmt(p_.get('other'))} | {fmt(p_.get('busy'))} |")
+        L.append("")
     lock_rows = [c for c in res["strategies"] if (c.get("service_metrics") or {}).get("lock_acquired")]
     if lock_rows:
         L.append("Inside the lock-based strategies (the services' own metrics, both instances, during the cell):")
@@ -1514,7 +1586,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description="seckill comparison runner (make bench); see loadtest/README.md")
     p.add_argument("--smoke", action="store_true", help="short CI run: correctness only, writes loadtest/results/smoke-latest.json")
     p.add_argument("--strategies", default=None,
-                   help="comma-separated subset (default: all eight; smoke: all but owned-unfenced)")
+                   help="comma-separated subset (default: all; smoke: all but owned-unfenced)")
     p.add_argument("--throughput", default=None,
                    help="throughput cells as strategy/shards, comma-separated, '' for none "
                         f"(default: {THROUGHPUT_CELLS}; smoke: none)")

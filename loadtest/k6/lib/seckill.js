@@ -533,6 +533,16 @@ export function setup() {
 // logged so a diverging instance is visible.
 export function teardown() {
   const first = config.targets[0];
+  // redis-gate writes orders to PostgreSQL behind the answers: wait for its queue to drain (the
+  // reconciliation does, bounded, and reports any difference) before auditing PostgreSQL.
+  if (config.strategy.startsWith('redis-gate') && config.adminToken) {
+    const drained = http.post(`${saleUrl(first)}/reconcile?drain=1`, null, {
+      headers: adminHeaders(),
+      tags: { name: 'POST /v1/sales/{sku}/reconcile', target: first },
+      timeout: '30s',
+    });
+    console.log(`reconcile after the load: ${drained.status} ${String(drained.body).slice(0, 400)}`);
+  }
   const url = `${saleUrl(first)}/audit`;
   const res = http.get(url, { tags: { name: 'GET /v1/sales/{sku}/audit', target: first }, timeout: '30s' });
   const a = parseJson(res);
