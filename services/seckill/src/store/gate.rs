@@ -90,10 +90,13 @@ impl Db {
             .ok_or_else(|| StoreError::Unexpected("seckill_gate_write left an entry without an outcome".into()))
     }
 
-    /// The order id written for `gate_ref`, if it is in PostgreSQL yet.
-    pub async fn order_by_gate_ref(&self, sku: &Sku, gate_ref: i64) -> Result<Option<i64>, StoreError> {
+    /// The order id written for `user`'s `gate_ref`, if it is in PostgreSQL yet (a reference can be
+    /// handed out again after Redis lost its data, so the buyer is checked too).
+    pub async fn order_by_gate_ref(&self, sku: &Sku, gate_ref: i64, user: &str) -> Result<Option<i64>, StoreError> {
         let client = self.client().await?;
-        let row = client.query_opt("SELECT id FROM orders WHERE sku = $1 AND gate_ref = $2", &[&sku.as_str(), &gate_ref]).await?;
+        let row = client
+            .query_opt("SELECT id FROM orders WHERE sku = $1 AND gate_ref = $2 AND user_id = $3", &[&sku.as_str(), &gate_ref, &user])
+            .await?;
         Ok(row.map(|r| r.get(0)))
     }
 

@@ -169,18 +169,25 @@ impl Gate {
             tracing::error!(sku = %sale.sku, gate_ref, "failpoint gate-after-decrement: aborting after the decrement, before the stream write");
             std::process::abort();
         }
-        let wait = (ack == GateAck::Database).then(|| self.writer.waiters.register(&sale.sku, gate_ref));
+        let wait = (ack == GateAck::Database).then(|| self.writer.waiters.register(&sale.sku, gate_ref, request.user_id.as_str()));
         // A failure here leaves the units taken and the order in flight: undersold until
         // reconciliation gives them back.
         script::enqueue(&self.redis, &keys, sale, request, gate_ref, &parts).await?;
         if let Some(wait) = wait {
-            self.await_written(sale, gate_ref, wait, deadline).await?;
+            self.await_written(sale, request, gate_ref, wait, deadline).await?;
         }
         Ok(GateAttempt::Bought(gate_record(sale, gate_ref, request.user_id.as_str(), request.quantity.get(), parts[0].0)))
     }
 
     /// Waits until PostgreSQL has the order `gate_ref`, or the deadline passes (`busy`).
-    async fn await_written(&self, sale: &Sale, gate_ref: i64, mut wait: Wait, deadline: Instant) -> Result<(), BuyError> {
+    async fn await_written(
+        &self,
+        sale: &Sale,
+        request: &OrderRequest,
+        gate_ref: i64,
+        mut wait: Wait,
+        deadline: Instant,
+    ) -> Result<(), BuyError> {
         let mut check_at = Instant::now() + LOCAL_WAIT;
         let mut local = true;
         loop {
@@ -198,7 +205,7 @@ impl Gate {
             if Instant::now() >= deadline {
                 return Err(BuyError::Api(InventoryError::Busy));
             }
-            if self.db.order_by_gate_ref(&sale.sku, gate_ref).await?.is_some() {
+            if self.db.order_by_gate_ref(&sale.sku, gate_ref, request.user_id.as_str()).await?.is_some() {
                 return Ok(());
             }
             check_at = Instant::now() + LOCAL_WAIT;

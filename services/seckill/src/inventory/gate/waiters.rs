@@ -1,6 +1,10 @@
 //! Requests of `redis-gate-durable` waiting for their order to reach PostgreSQL, keyed by sale
 //! and reference. The local writer fires a waiter after its batch committed; a waiter whose
 //! entry another instance's writer took finds the order by polling PostgreSQL instead.
+//!
+//! A reference alone does not name an order for sure: after Redis lost its data, its counter is
+//! seeded again from the highest reference PostgreSQL has, so the references of orders lost with
+//! the stream are handed out again. A waiter is therefore fired only by an entry of its own buyer.
 
 use std::{
     collections::HashMap,
@@ -11,12 +15,15 @@ use tokio::sync::oneshot;
 
 use crate::{domain::Sku, store::GateWritten};
 
+/// One waiting request: its buyer and where to send the outcome.
+type Waiting = (String, oneshot::Sender<GateWritten>);
+
 /// The waiting requests of this instance.
 #[derive(Debug, Default)]
 pub(crate) struct Waiters {
     /// One sender per waiting request; removed when fired or when the request gives up, so the
     /// map holds at most the requests in flight.
-    waiting: Mutex<HashMap<(Sku, i64), oneshot::Sender<GateWritten>>>,
+    waiting: Mutex<HashMap<(Sku, i64), Waiting>>,
 }
 
 /// A registered wait; dropping it unregisters.
@@ -28,17 +35,23 @@ pub(crate) struct Wait {
 }
 
 impl Waiters {
-    /// Registers a wait for `gate_ref` (before the entry is enqueued, so no outcome is missed).
-    pub(crate) fn register(self: &Arc<Self>, sku: &Sku, gate_ref: i64) -> Wait {
+    /// Registers a wait of `user`'s order `gate_ref` (before the entry is enqueued, so no
+    /// outcome is missed).
+    pub(crate) fn register(self: &Arc<Self>, sku: &Sku, gate_ref: i64, user: &str) -> Wait {
         let (tx, rx) = oneshot::channel();
         let key = (sku.clone(), gate_ref);
-        self.waiting.lock().unwrap().insert(key.clone(), tx);
+        self.waiting.lock().unwrap().insert(key.clone(), (user.to_owned(), tx));
         Wait { waiters: self.clone(), key, written: rx }
     }
 
-    /// Tells the request waiting for `gate_ref`, if any, what became of its order.
-    pub(crate) fn fire(&self, sku: &Sku, gate_ref: i64, outcome: GateWritten) {
-        if let Some(tx) = self.waiting.lock().unwrap().remove(&(sku.clone(), gate_ref)) {
+    /// Tells the request waiting for `user`'s order `gate_ref`, if any, what became of it. An
+    /// entry of another buyer under the same reference (one handed out again) fires nothing.
+    pub(crate) fn fire(&self, sku: &Sku, gate_ref: i64, user: &str, outcome: GateWritten) {
+        let mut waiting = self.waiting.lock().unwrap();
+        let key = (sku.clone(), gate_ref);
+        if waiting.get(&key).is_some_and(|(waiter, _)| waiter == user)
+            && let Some((_, tx)) = waiting.remove(&key)
+        {
             let _ = tx.send(outcome);
         }
     }

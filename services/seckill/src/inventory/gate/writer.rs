@@ -50,26 +50,37 @@ pub(crate) struct WriterContext {
 /// Runs the writer of `sku` until `stop` is cancelled.
 pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
     let keys = GateKeys::new(&sku);
-    let mut conn = loop {
-        match ctx.client.get_multiplexed_async_connection().await {
-            Ok(conn) => break conn,
-            Err(e) => {
-                tracing::warn!(%sku, error = %e, "gate writer cannot connect to redis; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
-                    () = stop.cancelled() => return,
-                }
-            }
-        }
-    };
+    // Connected on first use and again after the connection broke (a Redis restart): a writer
+    // that kept a dead connection would leave every later order unwritten.
+    let mut conn: Option<MultiplexedConnection> = None;
     let mut group_ready = false;
     let mut last_claim: Option<tokio::time::Instant> = None;
     while !stop.is_cancelled() {
+        let Some(live) = conn.as_mut() else {
+            match ctx.client.get_multiplexed_async_connection().await {
+                Ok(fresh) => {
+                    conn = Some(fresh);
+                    // A restarted Redis has neither the stream nor the group.
+                    group_ready = false;
+                }
+                Err(e) => {
+                    tracing::warn!(%sku, error = %e, "gate writer cannot connect to redis; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        () = stop.cancelled() => return,
+                    }
+                }
+            }
+            continue;
+        };
         if !group_ready {
-            match create_group(&mut conn, &keys).await {
+            match create_group(live, &keys).await {
                 Ok(()) => group_ready = true,
                 Err(e) => {
                     tracing::warn!(%sku, error = %e, "gate writer cannot create its consumer group; retrying");
+                    if is_connection_lost(&e) {
+                        conn = None;
+                    }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
                 }
@@ -78,20 +89,28 @@ pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
         let claim_due = last_claim.is_none_or(|at| at.elapsed() >= ctx.claim_interval);
         let read = if claim_due {
             last_claim = Some(tokio::time::Instant::now());
-            autoclaim(&mut conn, &keys, &ctx).await
+            autoclaim(live, &keys, &ctx).await
         } else {
-            read_new(&mut conn, &keys, &ctx).await
+            read_new(live, &keys, &ctx).await
         };
         match read {
             Ok(entries) if entries.is_empty() => {}
-            Ok(entries) => write(&sku, &mut conn, &keys, &ctx, entries).await,
+            Ok(entries) => write(&sku, live, &keys, &ctx, entries).await,
             Err(e) if e.code() == Some("NOGROUP") => group_ready = false,
             Err(e) => {
                 tracing::warn!(%sku, error = %e, "gate writer cannot read its stream; retrying");
+                if is_connection_lost(&e) {
+                    conn = None;
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
     }
+}
+
+/// Whether `e` means the connection itself is gone (reconnect), not a refused command.
+fn is_connection_lost(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
 }
 
 /// One raw stream entry: its id and fields.
@@ -190,7 +209,7 @@ async fn write(sku: &Sku, conn: &mut MultiplexedConnection, keys: &GateKeys, ctx
         if outcome == GateWritten::Stale {
             metrics::counter!("seckill_gate_stale_total").increment(1);
         }
-        ctx.waiters.fire(sku, entry.gate_ref, outcome);
+        ctx.waiters.fire(sku, entry.gate_ref, &entry.user_id, outcome);
     }
 }
 
