@@ -108,6 +108,15 @@ impl Db {
         Ok(row.get(0))
     }
 
+    /// Raises the sale's gate epoch and returns it (see migration 0005): the references handed out
+    /// after this seed start above `epoch << 32`.
+    pub async fn next_gate_epoch(&self, sku: &Sku) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        let row =
+            client.query_opt("UPDATE sales SET gate_epoch = gate_epoch + 1 WHERE sku = $1 RETURNING gate_epoch", &[&sku.as_str()]).await?;
+        Ok(row.map_or(0, |r| r.get(0)))
+    }
+
     /// Units each user bought in the sale, as PostgreSQL has them.
     pub async fn user_purchases(&self, sku: &Sku) -> Result<Vec<(String, i64)>, StoreError> {
         let client = self.client().await?;

@@ -249,3 +249,27 @@ async fn reconciliation_needs_the_admin_token_and_a_gate_sale() {
     assert_error(reconcile(&app, &other, "").await, StatusCode::CONFLICT, "not_redis_gate").await;
     assert_error(reconcile(&app, "no-such-sale-xyz", "").await, StatusCode::NOT_FOUND, "unknown_sale").await;
 }
+
+/// After Redis lost a sale's keys, the references start above every one handed out before, also
+/// one that was lost with the stream before it reached PostgreSQL: a reference names one order.
+#[tokio::test]
+async fn references_are_never_handed_out_twice_after_redis_lost_the_sale() {
+    let app = spawn_app_with(gate_settings()).await;
+    let sku = app.create_sale(sale(10, 2, 2, "redis-gate")).await;
+    let (status, first) = buy(&app, &sku, "ref-a", 1, None).await;
+    assert_eq!(status, StatusCode::CREATED);
+    wait_drained(&sku).await;
+    let first = first["order_id"].as_i64().unwrap();
+    // An order handed the next reference, then lost with Redis before its writer got it.
+    let mut conn = redis().await;
+    let lost: i64 = redis::cmd("INCR").arg(format!("{{seckill:gate:{sku}}}:seq")).query_async(&mut conn).await.unwrap();
+    assert_eq!(lost, first + 1);
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{{seckill:gate:{sku}}}*")).query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.unwrap();
+
+    let (status, next) = buy(&app, &sku, "ref-b", 1, None).await;
+
+    assert_eq!(status, StatusCode::CREATED, "{next}");
+    let next = next["order_id"].as_i64().unwrap();
+    assert!(next > lost, "reference {next} after the lost {lost}: seeding from PostgreSQL alone would hand out {lost} again");
+}

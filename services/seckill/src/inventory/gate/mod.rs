@@ -80,6 +80,10 @@ use crate::{
     store::{Db, GateWritten, OrderRecord},
 };
 
+/// Each seed of a sale's keys starts its references at `epoch << REF_EPOCH_SHIFT` (the sale's
+/// gate epoch, raised by every seed), so 2^32 references fit in one epoch.
+const REF_EPOCH_SHIFT: u32 = 32;
+
 /// What a gate purchase came to, short of an error.
 #[derive(Debug)]
 pub enum GateAttempt {
@@ -215,8 +219,15 @@ impl Gate {
     /// Seeds the sale's keys from PostgreSQL: `reset` (a create or reset) replaces them; otherwise
     /// only if Redis has none. Starts the writer.
     pub async fn seed(&self, sale: &Sale, reset: bool) -> Result<(), InventoryError> {
-        let (rows, users, ref_floor) =
-            tokio::try_join!(self.db.shard_rows(&sale.sku), self.db.user_purchases(&sale.sku), self.db.max_gate_ref(&sale.sku))?;
+        let (rows, users, max_ref, epoch) = tokio::try_join!(
+            self.db.shard_rows(&sale.sku),
+            self.db.user_purchases(&sale.sku),
+            self.db.max_gate_ref(&sale.sku),
+            self.db.next_gate_epoch(&sale.sku)
+        )?;
+        // Above every reference handed out before, also those lost with Redis before they were
+        // written: a reference is never handed out twice.
+        let ref_floor = max_ref.max(epoch << REF_EPOCH_SHIFT);
         let seed = Seed { stock: rows.iter().map(|r| r.remaining.max(0)).collect(), users, ref_floor };
         let wrote = script::seed(&self.redis, &GateKeys::new(&sale.sku), sale, &seed, reset).await?;
         if wrote && !reset {

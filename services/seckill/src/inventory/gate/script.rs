@@ -202,7 +202,8 @@ pub struct Seed {
     pub stock: Vec<i64>,
     /// Units bought per user.
     pub users: Vec<(String, i64)>,
-    /// The highest reference PostgreSQL has.
+    /// The floor of the reference counter: above every reference handed out before (the highest
+    /// in PostgreSQL, and the sale's new gate epoch shifted up).
     pub ref_floor: i64,
 }
 
