@@ -95,6 +95,24 @@ impl Api {
         }
     }
 
+    /// `POST /v1/sales/{sku}/reconcile[?drain=1]` (admin, `redis-gate` sales): the status and the
+    /// body (the reconciliation's report, or the error). Patient: a drain waits up to 10 s.
+    pub async fn reconcile(&self, sku: &str, drain: bool) -> Reply {
+        let http = match reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(20))
+            .build()
+        {
+            Ok(http) => http,
+            Err(_) => return Reply::Transport(TransportError::Broken),
+        };
+        let query = if drain { "?drain=1" } else { "" };
+        send(
+            http.post(format!("{}/v1/sales/{sku}/reconcile{query}", self.base))
+                .bearer_auth(ADMIN_TOKEN),
+        )
+        .await
+    }
+
     /// `GET /metrics` as text.
     pub async fn metrics_text(&self) -> Result<String> {
         let response = self

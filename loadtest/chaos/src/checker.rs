@@ -178,6 +178,15 @@ pub struct OrderRow {
     pub user: String,
     /// Units.
     pub quantity: i64,
+    /// `redis-gate` orders: the reference the client was given as its order id.
+    pub gate_ref: Option<i64>,
+}
+
+impl OrderRow {
+    /// The id a client was acknowledged: the `redis-gate` reference, else the row's id.
+    pub fn acknowledged_id(&self) -> i64 {
+        self.gate_ref.unwrap_or(self.id)
+    }
 }
 
 /// One `order_parts` row.
@@ -229,10 +238,10 @@ impl Snapshot {
             .map(|r| ShardRow { shard: r.get(0), initial: r.get(1), remaining: r.get(2), fence: r.get(3) })
             .collect();
         let orders = tx
-            .query("SELECT id, idempotency_key, user_id, quantity::bigint FROM orders WHERE sku = $1 ORDER BY id", &[&sku])
+            .query("SELECT id, idempotency_key, user_id, quantity::bigint, gate_ref FROM orders WHERE sku = $1 ORDER BY id", &[&sku])
             .await?
             .iter()
-            .map(|r| OrderRow { id: r.get(0), key: r.get(1), user: r.get(2), quantity: r.get(3) })
+            .map(|r| OrderRow { id: r.get(0), key: r.get(1), user: r.get(2), quantity: r.get(3), gate_ref: r.get(4) })
             .collect();
         let parts = tx
             .query("SELECT order_id, shard, quantity::bigint, fence FROM order_parts WHERE sku = $1 ORDER BY order_id, shard", &[&sku])
@@ -276,6 +285,11 @@ pub struct Findings {
     pub status_counts: BTreeMap<String, u64>,
     /// Distinct orders acknowledged to a client (during the load or while resolving).
     pub acknowledged: usize,
+    /// Units in those orders: what the clients were told they bought.
+    pub acknowledged_units: i64,
+    /// `max(0, acknowledged_units - total)`: units promised beyond the stock (an oversell the
+    /// clients see even when PostgreSQL's orders stay within it, e.g. acknowledged orders lost).
+    pub acknowledged_oversold: i64,
     /// Acknowledged orders missing from PostgreSQL.
     pub lost: usize,
     /// Acknowledged orders stored with another id, user or quantity.
@@ -465,7 +479,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
                 ));
             }
             Some([row, ..])
-                if row.id != order.order_id
+                if row.acknowledged_id() != order.order_id
                     || row.user != op.invocation.user
                     || row.quantity != i64::from(op.invocation.quantity) =>
             {
@@ -484,6 +498,11 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
     f.sold = snapshot.sold();
     f.remaining = snapshot.shards.iter().map(|s| s.remaining).sum();
     f.oversold = (f.sold - f.total).max(0);
+    f.acknowledged_units = acked
+        .values()
+        .map(|(op, _)| i64::from(op.invocation.quantity))
+        .sum();
+    f.acknowledged_oversold = (f.acknowledged_units - f.total).max(0);
     let mut sold_by_shard: HashMap<i32, i64> = HashMap::new();
     let mut parts_by_order: HashMap<i64, i64> = HashMap::new();
     for part in &snapshot.parts {
@@ -650,12 +669,14 @@ mod tests {
                     key: Some("k0".into()),
                     user: "u0".into(),
                     quantity: 1,
+                    gate_ref: None,
                 },
                 OrderRow {
                     id: 2,
                     key: Some("k1".into()),
                     user: "u1".into(),
                     quantity: 1,
+                    gate_ref: None,
                 },
             ],
             parts: vec![
@@ -757,6 +778,7 @@ mod tests {
             key: Some("k4".into()),
             user: "u4".into(),
             quantity: 1,
+            gate_ref: None,
         });
         snapshot.parts.push(PartRow {
             order_id: 3,

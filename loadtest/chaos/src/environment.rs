@@ -102,6 +102,8 @@ impl Environment {
             redis_url: self.redis.url(),
             database_url: self.database_url(),
             service: budget.service.clone(),
+            env: Vec::new(),
+            port: None,
         }
     }
 

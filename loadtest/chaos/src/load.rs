@@ -32,6 +32,8 @@ pub struct LoadSpec {
     pub max_per_order: u32,
     /// Share of operations replaying an acknowledged key.
     pub replay_fraction: f64,
+    /// Idempotency keys are `PREFIX-wWORKER-SEQ` (distinct per load on one sale).
+    pub key_prefix: String,
 }
 
 /// A running load.
@@ -129,7 +131,7 @@ impl Worker {
                 )
             } else {
                 let order = Acked {
-                    key: format!("{}-w{}-{seq}", self.sku, self.worker),
+                    key: format!("{}-w{}-{seq}", self.spec.key_prefix, self.worker),
                     user: format!("user-{}", rng.random_range(0..self.spec.users)),
                     quantity: rng.random_range(1..=self.spec.max_per_order),
                 };

@@ -251,6 +251,49 @@ impl SuiteReport {
                 s.recovery_ms.map_or("-".to_owned(), |ms| ms.to_string()),
             );
         }
+        let damage: Vec<&ScenarioReport> = self
+            .scenarios
+            .iter()
+            .filter(|s| s.figures.contains_key("damage"))
+            .collect();
+        if !damage.is_empty() {
+            md.push_str("\n### Damage: redis-gate against owned-shards\n\n");
+            md.push_str("The `gate-*` rows are expected to show damage and pass when it is detected (`gate-redis-loss-durable` must lose no acknowledged order); the `owned-shards` rows must show none. Acknowledged lost: acknowledged orders missing from PostgreSQL or stored as another order. Acknowledged oversold: units acknowledged beyond the stock. Undersold: units neither in an order nor for sale, before the repair. Stranded: units left unsold after the repair and the sell-out.\n\n");
+            md.push_str("| scenario | strategy | result | acknowledged lost | acknowledged oversold | oversold (PostgreSQL) | undersold | replays answered otherwise | reconciliation | stranded |\n");
+            md.push_str("|---|---|---|---:|---:|---:|---:|---:|---|---:|\n");
+            for s in damage {
+                let d = &s.figures["damage"];
+                let cell = |k: &str| match &d[k] {
+                    Value::Null => "-".to_owned(),
+                    v => v.to_string(),
+                };
+                let repaired = match &d["repaired"] {
+                    Value::Null => "-".to_owned(),
+                    r if r["status"] == 200 => format!(
+                        "repaired {} undersold ({} lost in flight), {} redis excess; {} oversold",
+                        r["undersold"], r["lost_in_flight"], r["redis_excess"], r["oversold"]
+                    ),
+                    r => format!("refused ({})", r["status"]),
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {repaired} | {} |",
+                    s.scenario,
+                    s.strategy.as_deref().unwrap_or("-"),
+                    if s.status == Status::Passed {
+                        "passed"
+                    } else {
+                        "**FAILED**"
+                    },
+                    cell("acknowledged_lost"),
+                    cell("acknowledged_oversold"),
+                    cell("oversold"),
+                    cell("undersold"),
+                    cell("replays_answered_otherwise"),
+                    cell("stranded"),
+                );
+            }
+        }
         md.push_str("\n`control` runs the `pause` scenario against the unfenced `redis-lock` strategy: it passes when the checker *detects* the oversell / inconsistency that fencing prevents.\n");
         for s in &self.scenarios {
             let _ = writeln!(md, "\n## {}\n\n{}\n", s.scenario, s.description);

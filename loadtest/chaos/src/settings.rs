@@ -66,6 +66,9 @@ pub struct Budget {
     /// The control scenario's sale: small enough to sell out within the drain, large enough not
     /// to sell out before the first pause (the service sells a few thousand units a second).
     pub control_sale: SaleSettings,
+    /// The sale of the `redis-gate` rows: large enough not to sell out before
+    /// the faults, small enough to sell out within the drain afterwards.
+    pub gate_sale: SaleSettings,
     /// Client tasks issuing orders, split evenly over the instances.
     pub workers: usize,
     /// Most load requests one scenario may send.
@@ -120,6 +123,7 @@ impl Budget {
                 service,
                 sale: main_sale.clone(),
                 control_sale: sale(40_000),
+                gate_sale: sale(30_000),
                 workers: 32,
                 max_requests: 200_000,
                 replay_fraction: 0.05,
@@ -140,6 +144,7 @@ impl Budget {
                 service,
                 sale: main_sale,
                 control_sale: sale(20_000),
+                gate_sale: sale(10_000),
                 workers: 24,
                 max_requests: 40_000,
                 replay_fraction: 0.05,

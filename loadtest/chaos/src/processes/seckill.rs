@@ -4,7 +4,6 @@
 
 use std::{
     collections::BTreeMap,
-    fs::File,
     path::{Path, PathBuf},
     process::Stdio,
     time::Duration,
@@ -30,6 +29,11 @@ pub struct InstanceSpec {
     pub database_url: String,
     /// Lease, deadline, pool, workers.
     pub service: ServiceSettings,
+    /// Further environment variables (e.g. a test-only `SECKILL_FAILPOINT`).
+    pub env: Vec<(String, String)>,
+    /// The port to listen on (`None`: a free one), so that a restarted instance keeps its
+    /// clients.
+    pub port: Option<u16>,
 }
 
 /// A running seckill process.
@@ -55,9 +59,21 @@ impl Instance {
         pids: &PidFiles,
     ) -> Result<Self> {
         std::fs::create_dir_all(log_dir)?;
-        let port = free_port()?;
+        let port = match spec.port {
+            Some(port) => port,
+            None => free_port()?,
+        };
         let log = log_dir.join(format!("{label}-{}.log", spec.name));
-        let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
+        // A restarted instance (its port given) appends to its predecessor's log; a new one
+        // starts it afresh.
+        let restarted = spec.port.is_some();
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(restarted)
+            .truncate(!restarted)
+            .open(&log)
+            .with_context(|| format!("create {}", log.display()))?;
         let s = &spec.service;
         let child = Command::new(binary)
             .env("SECKILL_LISTEN", format!("127.0.0.1:{port}"))
@@ -72,6 +88,7 @@ impl Instance {
             .env("SECKILL_DB_POOL", s.db_pool.to_string())
             .env("SECKILL_WORKERS", s.workers.to_string())
             .env("RUST_LOG", "info")
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .env_remove("SECKILL_CONFIG")
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
@@ -95,12 +112,20 @@ impl Instance {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(1))
             .build()?;
+        // An instance with a failpoint armed may hit it before it answers the probe.
+        let armed = spec.env.iter().any(|(k, _)| k == "SECKILL_FAILPOINT");
         let ready = wait_until(
             Duration::from_secs(30),
             "seckill /readyz answers 200",
-            || async { matches!(http.get(&url).send().await, Ok(r) if r.status().as_u16() == 200) },
+            || async {
+                (armed && !alive(pid))
+                    || matches!(http.get(&url).send().await, Ok(r) if r.status().as_u16() == 200)
+            },
         )
         .await;
+        if armed && !alive(pid) {
+            return Ok(instance);
+        }
         if let Err(e) = ready {
             let tail = instance.log_tail(20);
             instance.stop().await.ok();
@@ -117,6 +142,11 @@ impl Instance {
     /// `http://127.0.0.1:PORT`.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Its PID while it runs.
@@ -155,6 +185,36 @@ impl Instance {
     /// Whether the process is still alive (not crashed).
     pub fn is_alive(&self) -> bool {
         self.pid().is_some_and(alive)
+    }
+
+    /// `kill -9`, then reaps it.
+    pub async fn kill9(&mut self) -> Result<()> {
+        self.resume()?;
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                signal(pid, Signal::SIGKILL)?;
+            }
+            child.wait().await?;
+            self.pids.forget(&self.pid_name);
+        }
+        Ok(())
+    }
+
+    /// Waits up to `within` for the process to exit by itself (e.g. at a failpoint); reaps it
+    /// and returns whether it did.
+    pub async fn wait_exit(&mut self, within: Duration) -> Result<bool> {
+        let Some(child) = self.child.as_mut() else {
+            return Ok(true);
+        };
+        match tokio::time::timeout(within, child.wait()).await {
+            Ok(status) => {
+                status?;
+                self.child = None;
+                self.pids.forget(&self.pid_name);
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
     }
 
     /// Stops it: resume if paused, SIGTERM (graceful, drains requests), SIGKILL after 12 s.

@@ -1,11 +1,14 @@
 //! The scenarios, one file each. Those that inject faults under load implement
 //! [`under_load::FaultPlan`] and share one run ([`under_load::run`]): start two instances, create
-//! a sale, drive the load, inject, heal, resolve, check. The others (`fuzz`, `lock_tokens`,
+//! a sale, drive the load, inject, heal, resolve, check (`redis-gate` sales also reconcile and
+//! sell out, see [`gate`]). The others (`fuzz`, `lock_tokens`,
 //! `redlock`) are self-contained.
 
 mod control;
 mod early_expiry;
 mod fuzz;
+pub(crate) mod gate;
+mod instance_kill;
 mod lock_tokens;
 mod partition;
 mod pause;
@@ -45,6 +48,15 @@ pub enum ScenarioId {
     Redlock,
     /// `pause` against the unfenced `redis-lock` strategy: must be caught overselling.
     Control,
+    /// `kill -9` one instance mid-load (`owned-shards`), restart it: no damage, sells out.
+    InstanceKill,
+    /// `redis-gate`: `kill -9` Redis with orders in the stream; the damage must be detected.
+    GateRedisLoss,
+    /// `redis-gate-durable` under the same fault: no acknowledged order lost.
+    GateRedisLossDurable,
+    /// `redis-gate`: an instance aborts between the decrement and the stream write (failpoint);
+    /// the undersell must be detected and repaired by reconciliation.
+    GateFailpoint,
     /// `pg-delay` against `owned-unfenced`: must be caught overselling.
     PgDelayControl,
     /// Bad input at scale: schemathesis against the OpenAPI document.
@@ -55,7 +67,7 @@ pub enum ScenarioId {
 
 impl ScenarioId {
     /// Every scenario, in run order.
-    pub const ALL: [ScenarioId; 13] = [
+    pub const ALL: [ScenarioId; 17] = [
         Self::Pause,
         Self::RedisLoss,
         Self::Partition,
@@ -67,6 +79,10 @@ impl ScenarioId {
         Self::Redlock,
         Self::Control,
         Self::PgDelayControl,
+        Self::InstanceKill,
+        Self::GateRedisLoss,
+        Self::GateRedisLossDurable,
+        Self::GateFailpoint,
         Self::Fuzz,
         Self::LockTokens,
     ];
@@ -85,6 +101,10 @@ impl ScenarioId {
             Self::StaleFailover => "stale-failover",
             Self::Redlock => "redlock",
             Self::Control => "control",
+            Self::InstanceKill => "instance-kill",
+            Self::GateRedisLoss => "gate-redis-loss",
+            Self::GateRedisLossDurable => "gate-redis-loss-durable",
+            Self::GateFailpoint => "gate-failpoint",
             Self::Fuzz => "fuzz",
             Self::LockTokens => "lock-tokens",
         }
@@ -116,6 +136,12 @@ impl ScenarioId {
             }
             Self::Redlock => redlock::run(env, budget).await,
             Self::Control => under_load::run(control::plan(), env, budget).await,
+            Self::InstanceKill => under_load::run(instance_kill::InstanceKill, env, budget).await,
+            Self::GateRedisLoss => under_load::run(gate::GatePlan::redis_loss(), env, budget).await,
+            Self::GateRedisLossDurable => {
+                under_load::run(gate::GatePlan::redis_loss_durable(), env, budget).await
+            }
+            Self::GateFailpoint => under_load::run(gate::GatePlan::failpoint(), env, budget).await,
             Self::Fuzz => fuzz::run(env, budget).await,
             Self::LockTokens => lock_tokens::run(env).await,
         };

@@ -61,6 +61,10 @@ impl FaultPlan for RedisLoss {
         Ok(())
     }
 
+    fn damage_row(&self) -> bool {
+        true
+    }
+
     fn expectations(&self, outcome: &RunOutcome<'_>) -> Vec<Check> {
         let stale = outcome.findings.stale_rejected;
         vec![Check::new(

@@ -24,6 +24,7 @@ use crate::{
     processes::seckill::{Instance, InstanceSpec},
     progress,
     report::{Check, FaultEvent, ScenarioReport},
+    scenarios::gate::{self, GateOutcome},
     settings::{Budget, SaleSettings},
 };
 
@@ -87,6 +88,23 @@ pub trait FaultPlan {
     fn figures(&self) -> Vec<(&'static str, serde_json::Value)> {
         Vec::new()
     }
+
+    /// Shared checks whose failure is the damage this scenario exists to show (the `redis-gate`
+    /// rows): they are reported, not judged; the plan's expectations judge that the damage was
+    /// detected.
+    fn reported_only(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Whether the sale is drained to sold out after the faults (and its stock must all sell).
+    fn sells_out(&self) -> bool {
+        self.expects_violation()
+    }
+
+    /// Whether the report's damage table has a row for this scenario.
+    fn damage_row(&self) -> bool {
+        false
+    }
 }
 
 /// What a probe of the sale shows mid-run.
@@ -126,6 +144,9 @@ pub struct FaultRun<'a> {
     pub budget: &'a Budget,
     /// The sale under load.
     pub sku: &'a str,
+    /// How each instance was started.
+    pub specs: &'a [InstanceSpec],
+    label: &'a str,
     clock: Clock,
     faults: Vec<FaultEvent>,
     db: Option<tokio_postgres::Client>,
@@ -198,6 +219,17 @@ impl FaultRun<'_> {
             }
             None => Ok(()),
         }
+    }
+
+    /// Starts instance `index` again per its spec with `env` added, on its old port (its clients
+    /// carry on). The old process must have exited.
+    pub async fn restart_instance(&mut self, index: usize, env: &[(&str, &str)]) -> Result<()> {
+        let mut spec = self.specs[index].clone();
+        spec.port = Some(self.instances[index].port());
+        spec.env
+            .extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        self.instances[index] = self.env.start_instance(&spec, self.label).await?;
+        Ok(())
     }
 
     /// The Redis keys of the sale's shard locks: `{lockkit:seckill:SKU:N}` for `N < shards`.
@@ -353,6 +385,8 @@ pub struct RunOutcome<'a> {
     pub faults: &'a [FaultEvent],
     /// Fault rounds run.
     pub rounds: u32,
+    /// `redis-gate` sales: the queue, Redis against PostgreSQL, and the reconciliations.
+    pub gate: Option<&'a GateOutcome>,
 }
 
 impl RunOutcome<'_> {
@@ -435,8 +469,9 @@ async fn execute(
         users: sale.users,
         max_per_order: sale.max_per_order,
         replay_fraction: budget.replay_fraction,
+        key_prefix: sku.clone(),
     };
-    let load = Load::start(apis.clone(), &sku, spec, history.clone());
+    let load = Load::start(apis.clone(), &sku, spec.clone(), history.clone());
     tokio::time::sleep(budget.warmup).await;
 
     let mut run = FaultRun {
@@ -444,6 +479,8 @@ async fn execute(
         instances: instances.as_mut_slice(),
         budget,
         sku: &sku,
+        specs: &specs,
+        label: plan.name(),
         clock,
         faults: Vec::new(),
         db: None,
@@ -462,7 +499,8 @@ async fn execute(
     run.env.heal().await?;
     let faults = std::mem::take(&mut run.faults);
     let rounds = run.rounds_run;
-    if plan.expects_violation() {
+    let is_gate = gate::is_gate(plan.strategy());
+    if plan.sells_out() && !is_gate {
         drain(&mut run).await;
     } else {
         tokio::time::sleep(budget.settle).await;
@@ -477,6 +515,12 @@ async fn execute(
             budget.fault_phase_cap
         ),
     }
+    // The gate's queue, Redis against PostgreSQL, a reconciliation, a sell-out, another one.
+    let gate_outcome = if is_gate {
+        Some(gate::after_load(env, &apis, &sku, &sale, budget, &history, spec).await?)
+    } else {
+        None
+    };
 
     let ops = history.snapshot();
     progress!(
@@ -500,8 +544,20 @@ async fn execute(
         ops: &ops,
         faults: &faults,
         rounds,
+        gate: gate_outcome.as_ref(),
     };
     report.checks = shared_checks(plan, &outcome, instances);
+    let reported = plan.reported_only();
+    for check in report.checks.iter_mut() {
+        if reported.contains(&check.name.as_str()) {
+            check.detail = format!(
+                "reported, not judged (the damage this scenario shows): {}{}",
+                if check.passed { "" } else { "VIOLATED: " },
+                check.detail
+            );
+            check.passed = true;
+        }
+    }
     report.checks.extend(plan.expectations(&outcome));
     let recovery = recovery(&faults, &ops, report);
     report.recovery_ms = recovery.filter(|_| plan.measures_recovery());
@@ -515,6 +571,12 @@ async fn execute(
     );
     for (name, value) in plan.figures() {
         report.figure(name, value);
+    }
+    if plan.damage_row() {
+        report.figure("damage", gate::damage(&findings, gate_outcome.as_ref()));
+    }
+    if let Some(g) = &gate_outcome {
+        report.figure("gate", serde_json::to_value(g)?);
     }
     report.faults = faults;
     report.take_findings(findings);
