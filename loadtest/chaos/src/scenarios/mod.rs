@@ -1,7 +1,7 @@
 //! The scenarios, one file each. Those that inject faults under load implement
 //! [`under_load::FaultPlan`] and share one run ([`under_load::run`]): start two instances, create
 //! a sale, drive the load, inject, heal, resolve, check (`redis-gate` sales also reconcile and
-//! sell out, see [`gate`]). The others (`fuzz`, `lock_tokens`,
+//! sell out, see `gate`). The others (`fuzz`, `lock_tokens`,
 //! `redlock`) are self-contained.
 
 mod control;
