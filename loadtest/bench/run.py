@@ -349,6 +349,7 @@ class RedisCpu:
 
 # Where a cell's CPU goes: processes by name. Everything else on the box is "other".
 PROFILE_GROUPS = {"seckill": "seckill", "postgres": "postgres", "redis": "redis-server", "k6": "k6"}
+# (k6 itself is counted through this runner's children times: it has exited by the second sample.)
 
 
 def process_ticks() -> dict[int, tuple[str, int]]:
@@ -374,12 +375,15 @@ def process_ticks() -> dict[int, tuple[str, int]]:
     return out
 
 
-def cpu_profile(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], wall_s: float) -> dict:
+def cpu_profile(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], wall_s: float,
+                k6_cpu_s: float) -> dict:
     """CPU used by each process group between two samples, in % of one core (a process that
-    started in between counts from zero; one that ended is missed)."""
+    started in between counts from zero; one that ended is missed, except k6, which has ended by
+    the second sample: its CPU time is `k6_cpu_s`, what this runner's waited-for children used)."""
     if wall_s <= 0:
         return {}
     used: dict[str, float] = {g: 0.0 for g in PROFILE_GROUPS}
+    used["k6"] = k6_cpu_s * CLK_TCK
     for pid, (comm, ticks) in after.items():
         if pid == 0:
             continue
@@ -568,7 +572,7 @@ def run_cell(args, cfg, pg: Pg, redis: Redis, instances: list[Instance], token: 
     # the load, k6 teardown with the audit).
     redis_before, pg_before = redis_total_commands(redis), pg_total_commits(pg)
     limit = cfg["duration_s"] + 150  # load + gracefulStop 10 s + setup/teardown bounds
-    cpu_before = process_ticks()
+    cpu_before, children_before = process_ticks(), os.times()
     t0 = time.monotonic()
     with open(k6_log, "wb") as out:
         proc = subprocess.Popen(["bash", str(K6_WRAPPER), "-q", "--no-color", str(K6_SCRIPT)], env=env, cwd=ROOT,
@@ -589,7 +593,10 @@ def run_cell(args, cfg, pg: Pg, redis: Redis, instances: list[Instance], token: 
                 rc = proc.wait()
             rc = rc if rc else -1
     wall = time.monotonic() - t0
-    cpu_after = process_ticks()
+    cpu_after, children_after = process_ticks(), os.times()
+    # k6 (and its wrapper) ended before the second sample; its CPU went to this process's children.
+    k6_cpu_s = (children_after.children_user + children_after.children_system
+                - children_before.children_user - children_before.children_system)
 
     time.sleep(PG_STATS_SETTLE_S)
     redis_after, pg_after = redis_total_commands(redis), pg_total_commits(pg)
@@ -597,7 +604,7 @@ def run_cell(args, cfg, pg: Pg, redis: Redis, instances: list[Instance], token: 
     cell: dict = {"strategy": strategy, "shards": shards, "cell": kind, "total": cfg["total"], "users": cfg["users"],
                   "sku": sku, "k6_exit": rc, "k6_wall_s": round(wall, 1),
                   "k6_summary": str(summary_path.relative_to(ROOT)), "k6_log": str(k6_log.relative_to(ROOT)),
-                  "cpu_profile": cpu_profile(cpu_before, cpu_after, wall)}
+                  "cpu_profile": cpu_profile(cpu_before, cpu_after, wall, k6_cpu_s)}
     try:
         summary = json.loads(summary_path.read_text())
     except (OSError, ValueError):
