@@ -454,12 +454,15 @@ class Demo:
         say(f"   audit (PostgreSQL): sold {out.sold} of {out.total}, oversold {out.oversold}, stranded {out.stranded}, "
             f"consistent {str(out.consistent).lower()}, fence rejections {out.fence_rejections}: {verdict}")
         if out.capped_reason:
-            say(f"   capped: {out.capped_reason}; sold {out.sold} of {out.total}")
+            shards_say = " (the shards still show stock: the lost writes)" if out.oversold else ""
+            say(f"   capped: {out.capped_reason}; orders for {out.sold} of {out.total} units{shards_say}")
 
 
 ACTS = [
     Act("1", "no lock", "The `none` strategy reads a shard's stock and writes it back without any lock or check.\n"
-        "Concurrent buyers read the same stock, and units are sold twice.", "none", expect_exact=False, cap_s=12),
+        "Concurrent buyers read the same stock, and units are sold twice. Watch the shards: their stock falls\n"
+        "far slower than orders are taken (writes overwrite each other), and the audit counts the orders.",
+        "none", expect_exact=False, cap_s=12),
     Act("2", "the default strategy", "`owned-shards`: each shard is owned by one instance through its lock, sold from memory and\n"
         "committed to PostgreSQL in batches that only land while the owner's fence is current.", "owned-shards",
         expect_exact=True, cap_s=25),
