@@ -194,11 +194,13 @@ class Act:
 
 @dataclass
 class FaultStep:
-    """A fault action, run once `ready(seconds into the act, the shards' owners)` holds."""
+    """A fault action, run once `ready(seconds into the act, the live sale)` holds; dropped
+    without running when `needed(the live sale)` no longer holds."""
     ready: object
     run: object
-    # Run at the end of the act even if its moment never came (a heal).
+    # A heal (the act ends with everything healed anyway).
     heals: bool = False
+    needed: object = None
 
 
 @dataclass
@@ -298,8 +300,10 @@ class Demo:
             time.sleep(0.1)
             now = time.time() - t0
             if faults:
-                shards = self.shard_owners(sku)
-                while faults and faults[0].ready(now, shards):
+                live = self.live_sale(sku)
+                while faults and faults[0].needed and not faults[0].needed(live):
+                    faults.pop(0)
+                while faults and faults[0].ready(now, live):
                     faults.pop(0).run(now)
             if time.time() - last_print < 1.0:
                 continue
@@ -324,9 +328,9 @@ class Demo:
                 out.capped_reason = f"stopped at the act's cap of {act.cap_s} s"
                 break
         elapsed = time.time() - t0
-        for step in faults:  # heal anything still pending
-            if step.heals:
-                step.run(time.time() - t0)
+        if act.faulty:  # heal whatever is still injected
+            self.proxy.command("pass")
+            self.b.process.signal(signal.SIGCONT)
         if self.k6.alive():
             self.k6.signal(signal.SIGINT)  # k6 stops the load, then runs its teardown and summary
             try:
@@ -336,9 +340,9 @@ class Demo:
         self.finish(out, elapsed, summary)
         return out
 
-    def shard_owners(self, sku: str) -> list[dict]:
+    def live_sale(self, sku: str) -> dict:
         status, body = http_json("GET", f"{self.a.base}/v1/sales/{sku}/live", timeout=0.4)
-        return body["sale"]["shards"] if status == 200 else []
+        return body["sale"] if status == 200 else {"shards": [], "fence_rejections": 0}
 
     def progress_line(self, now: float, sale: dict, views: dict[str, dict], rate: float) -> str:
         owners: dict[str, int] = {}
@@ -355,37 +359,45 @@ class Demo:
                 + (f"  [not answering: {', '.join(absent)}]" if absent else ""))
 
     def fault_plan(self, screenshot_of: str | None) -> list[FaultStep]:
-        """Delay what b sends to PostgreSQL by 1.5 leases while it owns the shard; then freeze b
-        while it owns the shard again, and thaw it 1.5 leases later. Each wait for b to own the
-        shard is bounded: after 8 s the fault is applied anyway. With `screenshot_of`, the sale
-        page of that sale is photographed while b is frozen."""
+        """Delay what b sends to PostgreSQL by 1.5 leases while it owns the shard, and again (at
+        most three rounds) until the fence has refused a stale write: b may have just handed the
+        shard over, or sent nothing during the delay. Then freeze b while it owns the shard
+        again, and thaw it 1.5 leases later. Each wait for b to own the shard is bounded: after
+        8 s the fault is applied anyway. With `screenshot_of`, the sale page of that sale is
+        photographed while b is frozen."""
         hold_s = LEASE_MS / 1000 * 1.5
         proxy, b = self.proxy, self.b
         moments: dict[str, float] = {}
 
-        def b_owns(shards: list[dict]) -> bool:
-            return any(s["owner"] == "b" and s["remaining"] > 0 for s in shards)
+        def b_owns(sale: dict) -> bool:
+            return any(s["owner"] == "b" and s["remaining"] > 0 for s in sale["shards"])
 
         def when_b_owns(after: str | None):
-            def ready(now: float, shards: list[dict]) -> bool:
+            def ready(now: float, sale: dict) -> bool:
                 since = moments.get(after, 0.0) if after else 0.0
-                return now >= since + 0.5 and (b_owns(shards) or now >= since + 8.0)
+                return (not after or after in moments) and now >= since + 0.5 and (b_owns(sale) or now >= since + 8.0)
             return ready
 
         def later(after: str, delay: float):
-            return lambda now, _shards: after in moments and now >= moments[after] + delay
+            return lambda now, _sale: after in moments and now >= moments[after] + delay
 
-        def cut(now: float) -> None:
-            moments["cut"] = now
-            say(f"   >>> {now:4.1f}s fault: b owns the shard; from now on what b sends to PostgreSQL arrives "
-                f"{hold_s:.1f} s late (b's lease is {LEASE_MS / 1000:.1f} s): its next batch is on the wire")
-            proxy.command(f"delay-requests {int(hold_s * 1000)}")
+        def cut(round_: int):
+            def run(now: float) -> None:
+                moments[f"cut{round_}"] = now
+                again = "" if round_ == 1 else f" (round {round_}: no stale write was refused yet)"
+                say(f"   >>> {now:4.1f}s fault: b owns the shard; from now on what b sends to PostgreSQL arrives "
+                    f"{hold_s:.1f} s late (b's lease is {LEASE_MS / 1000:.1f} s): its next batch is on the wire{again}")
+                proxy.command(f"delay-requests {int(hold_s * 1000)}")
+            return run
 
-        def deliver(now: float) -> None:
-            moments["deliver"] = now
-            say(f"   >>> {now:4.1f}s fault: b's delayed batch has reached PostgreSQL after a took the shard over; "
-                "b's link is back to normal")
-            proxy.command("pass")
+        def deliver(round_: int):
+            def run(now: float) -> None:
+                moments[f"deliver{round_}"] = now
+                moments["delivered"] = now
+                say(f"   >>> {now:4.1f}s fault: b's delayed requests have reached PostgreSQL, after a took the shard over; "
+                    "b's link is back to normal")
+                proxy.command("pass")
+            return run
 
         def freeze(now: float) -> None:
             moments["freeze"] = now
@@ -398,8 +410,15 @@ class Demo:
             say(f"   >>> {now:4.1f}s fault: b is thawed (SIGCONT); its lease ran out while it slept")
             b.process.signal(signal.SIGCONT)
 
-        return [FaultStep(when_b_owns(None), cut), FaultStep(later("cut", hold_s + 0.2), deliver, heals=True),
-                FaultStep(when_b_owns("deliver"), freeze), FaultStep(later("freeze", hold_s), thaw, heals=True)]
+        def not_refused_yet(sale: dict) -> bool:
+            return sale.get("fence_rejections", 0) == 0
+
+        steps = [FaultStep(when_b_owns(None), cut(1)), FaultStep(later("cut1", hold_s + 0.2), deliver(1), heals=True)]
+        for round_ in (2, 3):
+            steps += [FaultStep(when_b_owns(f"deliver{round_ - 1}"), cut(round_), needed=not_refused_yet),
+                      FaultStep(later(f"cut{round_}", hold_s + 0.2), deliver(round_), heals=True,
+                                needed=lambda _sale, r=round_: f"cut{r}" in moments)]
+        return steps + [FaultStep(when_b_owns("delivered"), freeze), FaultStep(later("freeze", hold_s), thaw, heals=True)]
 
     def photograph(self, url: str) -> None:
         """Screenshots `url` with headless Chromium in the background (skipped, with a note, if
