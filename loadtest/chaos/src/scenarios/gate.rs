@@ -399,18 +399,8 @@ impl GatePlan {
         }
         drop(redis);
         let down = run.budget.lease();
-        let pid = run.env.redis.pid().unwrap_or_default();
-        let fault = run.begin(
-            format!(
-                "kill -9 redis (pid {pid}) with {queued} orders in the stream, restart empty after {} ms",
-                down.as_millis()
-            ),
-            None,
-        );
-        run.env.redis.kill9().await?;
-        run.hold(down).await;
-        run.env.redis.restart().await?;
-        run.healed(fault);
+        run.lose_redis(&format!(" with {queued} orders in the stream"), down)
+            .await?;
         Ok(queued > 0)
     }
 

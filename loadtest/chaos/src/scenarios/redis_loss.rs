@@ -41,21 +41,7 @@ impl FaultPlan for RedisLoss {
         let down = run.budget.lease();
         run.rounds(
             |probe| probe.fence_rejections > 0,
-            async |run: &mut FaultRun<'_>, _| {
-                let pid = run.env.redis.pid().unwrap_or_default();
-                let fault = run.begin(
-                    format!(
-                        "kill -9 redis (pid {pid}), restart empty after {} ms",
-                        down.as_millis()
-                    ),
-                    None,
-                );
-                run.env.redis.kill9().await?;
-                run.hold(down).await;
-                run.env.redis.restart().await?;
-                run.healed(fault);
-                Ok(())
-            },
+            async |run: &mut FaultRun<'_>, _| run.lose_redis("", down).await,
         )
         .await?;
         Ok(())

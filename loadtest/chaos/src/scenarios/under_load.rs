@@ -184,6 +184,24 @@ impl FaultRun<'_> {
         self.healed(index);
     }
 
+    /// `kill -9` the suite's Redis (every key, lock and fence counter gone) and restart it empty
+    /// after `down`, recorded as one fault described by `what` (the pid and `down` are added).
+    pub async fn lose_redis(&mut self, what: &str, down: Duration) -> Result<()> {
+        let pid = self.env.redis.pid().unwrap_or_default();
+        let fault = self.begin(
+            format!(
+                "kill -9 redis (pid {pid}){what}, restart empty after {} ms",
+                down.as_millis()
+            ),
+            None,
+        );
+        self.env.redis.kill9().await?;
+        self.hold(down).await;
+        self.env.redis.restart().await?;
+        self.healed(fault);
+        Ok(())
+    }
+
     /// Holds a fault for `d` (or less, if the fault phase cap is near).
     pub async fn hold(&self, d: Duration) {
         let left = self.deadline.saturating_duration_since(Instant::now());
