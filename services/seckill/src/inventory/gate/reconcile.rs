@@ -17,7 +17,7 @@ use redis::{Script, aio::ConnectionManager};
 use serde::Serialize;
 use std::sync::LazyLock;
 
-use super::keys::GateKeys;
+use super::{keys::GateKeys, script::WRITE_SALE};
 use crate::{
     domain::{Sale, ShardId},
     inventory::InventoryError,
@@ -102,32 +102,23 @@ impl From<redis::RedisError> for ReconcileError {
 /// ARGV: seq, gen, limit, shards, number of dead refs, number of users, stocks, dead refs with
 /// their keys (pairs), user/bought pairs.
 static REPAIR: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "{WRITE_SALE}{}",
         r"
 if (redis.call('GET', KEYS[6]) or '0') ~= ARGV[1] then return 0 end
 if redis.call('XLEN', KEYS[7]) > 0 then return 0 end
 local n, dead, users = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if redis.call('HLEN', KEYS[5]) ~= dead then return 0 end
-local left = 0
-for i = 1, n do
-  local v = tonumber(ARGV[6 + i])
-  redis.call('HSET', KEYS[2], i - 1, v)
-  left = left + v
-end
 for i = 1, dead do
   redis.call('HDEL', KEYS[5], ARGV[6 + n + 2 * i - 1])
   local key = ARGV[6 + n + 2 * i]
   if key ~= '' then redis.call('HDEL', KEYS[4], key) end
 end
 redis.call('DEL', KEYS[3])
-local at = 6 + n + 2 * dead
-for i = 1, users do
-  redis.call('HSET', KEYS[3], ARGV[at + 2 * i - 1], ARGV[at + 2 * i])
-end
-redis.call('HSET', KEYS[1], 'gen', ARGV[2], 'limit', ARGV[3], 'shards', n, 'left', left)
+write_sale(ARGV[2], ARGV[3], n, 6, users, 6 + n + 2 * dead)
 return 1
-",
-    )
+"
+    ))
 });
 
 /// The raw reply of [`read_state`]'s transaction: seq, stream length, stock, in flight, time.

@@ -70,30 +70,41 @@ return id
     )
 });
 
+/// Lua shared by [`seed`] and the reconciliation's repair: `write_sale(gen, limit, n, stock_at,
+/// users, users_at)` writes the `n` shard stocks found at `ARGV[stock_at + 1..]` into KEYS[2],
+/// the `users` user/bought pairs at `ARGV[users_at + 1..]` into KEYS[3], and the sale's meta
+/// (generation, limit, shards, units left) into KEYS[1].
+pub(super) const WRITE_SALE: &str = r"
+local function write_sale(gen, limit, n, stock_at, users, users_at)
+  local left = 0
+  for i = 1, n do
+    local v = tonumber(ARGV[stock_at + i])
+    redis.call('HSET', KEYS[2], i - 1, v)
+    left = left + v
+  end
+  for i = 1, users do
+    redis.call('HSET', KEYS[3], ARGV[users_at + 2 * i - 1], ARGV[users_at + 2 * i])
+  end
+  redis.call('HSET', KEYS[1], 'gen', gen, 'limit', limit, 'shards', n, 'left', left)
+end
+";
+
 /// Seeds a sale: `reset` replaces stock, users, idempotency keys and in-flight records;
 /// otherwise only if the sale is not seeded (Redis lost it). The reference counter is raised to
-/// the floor given (the highest reference PostgreSQL has), never lowered. ARGV: gen, limit,
+/// the floor given (above every earlier reference: see [`Seed::ref_floor`]), never lowered. ARGV: gen, limit,
 /// shards, reset (1/0), floor, number of users, then shard stocks, then user/bought pairs.
 static SEED: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(&format!(
+        "{WRITE_SALE}{}",
         r"
 if ARGV[4] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 local n, users = tonumber(ARGV[3]), tonumber(ARGV[6])
-local left = 0
-for i = 1, n do
-  local v = tonumber(ARGV[6 + i])
-  redis.call('HSET', KEYS[2], i - 1, v)
-  left = left + v
-end
-for i = 1, users do
-  redis.call('HSET', KEYS[3], ARGV[6 + n + 2 * i - 1], ARGV[6 + n + 2 * i])
-end
-redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'limit', ARGV[2], 'shards', n, 'left', left)
+write_sale(ARGV[1], ARGV[2], n, 6, users, 6 + n)
 if tonumber(redis.call('GET', KEYS[6]) or '0') < tonumber(ARGV[5]) then redis.call('SET', KEYS[6], ARGV[5]) end
 return 1
-",
-    )
+"
+    ))
 });
 
 /// What step one decided.

@@ -2,9 +2,9 @@
 //! and reference. The local writer fires a waiter after its batch committed; a waiter whose
 //! entry another instance's writer took finds the order by polling PostgreSQL instead.
 //!
-//! A reference alone does not name an order for sure: after Redis lost its data, its counter is
-//! seeded again from the highest reference PostgreSQL has, so the references of orders lost with
-//! the stream are handed out again. A waiter is therefore fired only by an entry of its own buyer.
+//! A reference names one order: every seed starts the counter above all earlier references (the
+//! gate epoch). A waiter is fired only by an entry of its own buyer as well, so that a wrong
+//! answer would need both guards to fail.
 
 use std::{
     collections::HashMap,
