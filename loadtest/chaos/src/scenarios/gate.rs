@@ -467,32 +467,25 @@ impl FaultPlan for GatePlan {
 
     async fn inject(&mut self, run: &mut FaultRun<'_>) -> Result<()> {
         let hits = Cell::new(0u32);
-        match self.fault {
+        let fault = self.fault;
+        let round = async |run: &mut FaultRun<'_>, _| {
+            let hit = match fault {
+                Fault::RedisLoss => Self::lose_redis(run).await?,
+                Fault::Failpoint => Self::failpoint_round(run).await?,
+            };
+            if hit {
+                hits.set(hits.get() + 1);
+            }
+            Ok(())
+        };
+        match fault {
             // Until a kill met a non-empty stream (acknowledged orders lost for sure in
             // redis-gate), at most max_fault_rounds.
             Fault::RedisLoss => {
-                run.rounds_until(
-                    |_| hits.get() > 0,
-                    async |run: &mut FaultRun<'_>, _| {
-                        if Self::lose_redis(run).await? {
-                            hits.set(hits.get() + 1);
-                        }
-                        Ok(())
-                    },
-                )
-                .await?;
+                run.rounds_until(|_| hits.get() > 0, round).await?;
             }
             Fault::Failpoint => {
-                run.rounds(
-                    |_| hits.get() > 0,
-                    async |run: &mut FaultRun<'_>, _| {
-                        if Self::failpoint_round(run).await? {
-                            hits.set(hits.get() + 1);
-                        }
-                        Ok(())
-                    },
-                )
-                .await?;
+                run.rounds(|_| hits.get() > 0, round).await?;
             }
         }
         self.hits = hits.get();
