@@ -20,7 +20,6 @@ use crate::{
     keys::LockKeys,
     lease::{Lease, Schedule},
     metrics,
-    scripts::Call,
 };
 
 /// A pending acquisition, configured with builder methods and run by `.await`.
@@ -130,9 +129,9 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
     // Shared by the attempts, the undo of a cancelled one and the lease: built once.
     let hold = Arc::new(Hold::new(LockKeys::new(&core.config.prefix, request.name)?, kind));
     let keys = &hold.keys;
-    // A fair waiter's queue place must not outlive its acquire: left when it gives up or is
-    // dropped; a grant takes it out of the queue itself.
-    let mut leave = LeaveOnExit::new(core, hold.leave());
+    // A waiter's place (a fair lock's queue entry, a ZooKeeper or etcd waiting node) must not
+    // outlive its acquire: left when it gives up or is dropped; a grant turns it into the lock.
+    let mut leave = LeaveOnExit::new(core, &hold);
     let started = Instant::now();
     let deadline = started + request.wait;
     let mut attempts = 1;
@@ -209,29 +208,29 @@ fn granted(mut guard: LockGuard, attempts: u32, started: Instant) -> LockGuard {
     guard
 }
 
-/// Leaves a fair lock's queue in the background unless disarmed (by a grant).
+/// Leaves a waiter's place in the background unless disarmed (by a grant).
 struct LeaveOnExit<'a> {
     core: &'a Arc<Core>,
-    leave: Option<Call>,
+    hold: Option<Arc<Hold>>,
 }
 
 impl<'a> LeaveOnExit<'a> {
-    fn new(core: &'a Arc<Core>, leave: Option<Call>) -> Self {
-        Self { core, leave }
+    fn new(core: &'a Arc<Core>, hold: &Arc<Hold>) -> Self {
+        Self { core, hold: core.backend.must_leave(hold).then(|| hold.clone()) }
     }
 
     fn disarm(&mut self) {
-        self.leave = None;
+        self.hold = None;
     }
 }
 
 impl Drop for LeaveOnExit<'_> {
     fn drop(&mut self) {
-        if let Some(leave) = self.leave.take() {
+        if let Some(hold) = self.hold.take() {
             let backend = self.core.backend.clone();
             self.core.jobs.background(async move {
-                if let Err(e) = backend.run(&leave).await {
-                    tracing::debug!(error = %e, "could not leave a fair lock's queue; the server drops the place at its deadline");
+                if let Err(e) = backend.leave(&hold).await {
+                    tracing::debug!(error = %e, "could not leave a waiter's place; the server drops it at its deadline or session end");
                 }
             });
         }
@@ -255,6 +254,7 @@ async fn try_acquire(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>
         Some(lease) => (lease, false),
         None => (core.config.default_lease, true),
     };
+    let lease = core.backend.lease_for(lease);
     let token = new_token();
     let sent_at = Moment::now();
     let fence = match core.backend.acquire(hold, &token, lease, &core.jobs).await? {

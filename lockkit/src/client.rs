@@ -198,7 +198,7 @@ impl LockClientBuilder {
             ));
         }
         let url = BackendUrl::parse(&self.url)?;
-        let backend = backend::open(&url, &self.config, self.connections)?;
+        let backend = backend::open(&url, &self.config, self.connections).await?;
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
         let core =
             Arc::new(Core { backend, config: self.config, registry: Arc::new(Registry::default()), jobs: Jobs(jobs) });

@@ -15,6 +15,10 @@ use crate::{
 pub(crate) struct Hold {
     pub(crate) keys: LockKeys,
     pub(crate) kind: HoldKind,
+    /// One random id per acquire, shared by its attempts (tokens are one per attempt). Queue-based
+    /// backends (ZooKeeper, etcd) name the waiter's node by it, so that a later attempt finds its
+    /// place and a cancelled acquire's undo finds what it left.
+    pub(crate) ticket: String,
 }
 
 /// Which primitive, with what it needs to know for its scripts.
@@ -39,7 +43,7 @@ pub(crate) enum HoldKind {
 
 impl Hold {
     pub(crate) fn new(keys: LockKeys, kind: HoldKind) -> Self {
-        Self { keys, kind }
+        Self { keys, kind, ticket: crate::acquire::new_token() }
     }
 
     /// The attempt to take it for `token` with a lease of `lease`.
@@ -109,6 +113,12 @@ impl Hold {
     /// agree on.
     pub(crate) fn runs_on_redlock(&self) -> bool {
         matches!(self.kind, HoldKind::Lock { .. })
+    }
+
+    /// Whether it is the plain lock without a lock-delay: the one lock the ZooKeeper, etcd and
+    /// PostgreSQL backends keep (the primitives are Lua scripts on Redis).
+    pub(crate) fn is_plain_lock(&self) -> bool {
+        matches!(self.kind, HoldKind::Lock { delay } if delay.is_zero())
     }
 
     /// What the primitive is called in messages.

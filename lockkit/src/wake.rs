@@ -1,5 +1,6 @@
 //! Wake-ups on release: one pub/sub connection per [`LockClient`](crate::LockClient), shared by
-//! every waiter of the process.
+//! every waiter of the process. Backends other than Redis feed a [local](WakeHub::local) hub from
+//! their own notifications (watches, `NOTIFY`).
 //!
 //! Why pub/sub rather than a `BLPOP` signal list: a blocked `BLPOP` pins a whole connection per
 //! waiter and wakes exactly one of them, and a signal pushed while nobody waits lingers in the
@@ -78,13 +79,13 @@ enum Command {
     Unsubscribe(String),
 }
 
-/// Handle to the pub/sub task. Cheap to clone.
+/// Handle to the pub/sub task, or to a hub fed by the backend itself. Cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct WakeHub {
     shared: Arc<Shared>,
     /// Commands for the task that owns the pub/sub connection; the task ends when every sender
-    /// (this hub and its subscriptions) is gone.
-    commands: mpsc::UnboundedSender<Command>,
+    /// (this hub and its subscriptions) is gone. `None` for a [local](Self::local) hub.
+    commands: Option<mpsc::UnboundedSender<Command>>,
     /// The client's command timeout: bounds connecting and each (un)subscription.
     command_timeout: Duration,
 }
@@ -106,7 +107,31 @@ impl WakeHub {
         let shared = Arc::new(Shared::default());
         let (commands, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(client, shared.clone(), rx, command_timeout));
-        Self { shared, commands, command_timeout }
+        Self { shared, commands: Some(commands), command_timeout }
+    }
+
+    /// A hub that the backend feeds itself (a ZooKeeper watch, an etcd watch, a PostgreSQL
+    /// `NOTIFY`) through [`deliver_all`](Self::deliver_all), and whose connection state it sets
+    /// with [`set_connected`](Self::set_connected). Subscriptions are live as soon as they are
+    /// made while the backend says it is connected.
+    pub(crate) fn local(command_timeout: Duration) -> Self {
+        Self { shared: Arc::default(), commands: None, command_timeout }
+    }
+
+    /// Wakes every local waiter of `channel` (a local hub's deliveries name the lock, not the
+    /// waiter: each woken waiter re-checks its own place).
+    pub(crate) fn deliver_all(&self, channel: &str) {
+        if let Some(entry) = self.shared.channels.lock().unwrap().get(channel) {
+            entry.notify.notify_waiters();
+        }
+    }
+
+    /// Says whether deliveries can be relied on. A change wakes every waiter to re-check: releases
+    /// may have gone unnoticed while down, and waiters poll while it is.
+    pub(crate) fn set_connected(&self, connected: bool) {
+        if self.shared.connected.swap(connected, Ordering::Relaxed) != connected {
+            self.shared.wake_all();
+        }
     }
 
     /// Registers interest in `channel` (a message wakes one local waiter, or all of them once any
@@ -123,7 +148,12 @@ impl WakeHub {
         };
         // Built before any await, so a cancelled subscribe still unregisters.
         let subscription = WakeSubscription { hub: self.clone(), channel: channel.to_owned(), notify, confirmed };
-        let sent = self.commands.send(Command::Subscribe(channel.to_owned())).is_ok();
+        let Some(commands) = &self.commands else {
+            // A local hub: nothing to subscribe to, the backend delivers.
+            self.shared.set_confirmed(channel, true);
+            return subscription;
+        };
+        let sent = commands.send(Command::Subscribe(channel.to_owned())).is_ok();
         if sent && self.is_connected() {
             let mut confirmed = subscription.confirmed.clone();
             let _ = tokio::time::timeout(within.min(self.command_timeout), confirmed.wait_for(|c| *c)).await;
@@ -158,7 +188,9 @@ impl Drop for WakeSubscription {
             entry.waiters -= 1;
             if entry.waiters == 0 {
                 channels.remove(&self.channel);
-                let _ = self.hub.commands.send(Command::Unsubscribe(self.channel.clone()));
+                if let Some(commands) = &self.hub.commands {
+                    let _ = commands.send(Command::Unsubscribe(self.channel.clone()));
+                }
             }
         }
     }

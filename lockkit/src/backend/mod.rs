@@ -8,17 +8,26 @@
 //! | one Redis | `redis://`, `rediss://` | `single` |
 //! | Redis Cluster | `redis+cluster://`, `rediss+cluster://` | `cluster` |
 //! | Redlock over independent masters | `redlock://`, `redlocks://` | `redlock` |
+//! | ZooKeeper (feature `zookeeper`) | `zk://` | `zookeeper` |
+//! | etcd v3 (feature `etcd`) | `etcd://` | `etcd` |
+//! | PostgreSQL (feature `postgres`) | `postgres://`, `postgres+advisory://` | `postgres` |
 
 mod cluster;
+#[cfg(feature = "etcd")]
+mod etcd;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod redlock;
 mod single;
 mod url;
+#[cfg(feature = "zookeeper")]
+mod zookeeper;
 
 use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use redis::aio::ConnectionLike;
 
-pub(crate) use self::url::BackendUrl;
+pub(crate) use self::url::{BackendUrl, PgMode};
 use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
@@ -47,6 +56,14 @@ pub enum BackendKind {
         /// Masters that must agree: a majority.
         quorum: usize,
     },
+    /// A ZooKeeper ensemble (`zk://`): ephemeral sequential nodes kept alive by the session.
+    ZooKeeper,
+    /// An etcd v3 cluster (`etcd://`): a key per waiter under a lease kept alive.
+    Etcd,
+    /// PostgreSQL (`postgres://`): a lease table timed by the server's clock.
+    Postgres,
+    /// PostgreSQL session advisory locks (`postgres+advisory://`): held while the session lives.
+    PostgresAdvisory,
 }
 
 impl fmt::Display for BackendKind {
@@ -55,6 +72,10 @@ impl fmt::Display for BackendKind {
             Self::Redis => f.write_str("redis"),
             Self::RedisCluster => f.write_str("redis-cluster"),
             Self::Redlock { nodes, quorum } => write!(f, "redlock ({quorum} of {nodes})"),
+            Self::ZooKeeper => f.write_str("zookeeper"),
+            Self::Etcd => f.write_str("etcd"),
+            Self::Postgres => f.write_str("postgres"),
+            Self::PostgresAdvisory => f.write_str("postgres-advisory"),
         }
     }
 }
@@ -140,14 +161,60 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
 
     /// The wake-up hub that tells waiters about releases.
     fn wake(&self) -> &WakeHub;
+
+    /// The lease a grant gets when `requested` is asked for: at most what the servers can vouch
+    /// for (a ZooKeeper lock lives as long as its session, so at most the negotiated session
+    /// timeout). The default grants what was asked.
+    fn lease_for(&self, requested: Duration) -> Duration {
+        requested
+    }
+
+    /// Whether an acquire of `hold` that gives up (its wait is over, or it was dropped) leaves
+    /// something on the servers to undo: a fair lock's queue place, a waiter's node.
+    fn must_leave(&self, hold: &Hold) -> bool {
+        hold.leave().is_some()
+    }
+
+    /// Undoes what a waiter that gave up left on the servers (see [`must_leave`](Self::must_leave)).
+    /// The default runs the primitive's own leave script.
+    fn leave<'a>(&'a self, hold: &'a Hold) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            if let Some(call) = hold.leave() {
+                self.run(&call).await?;
+            }
+            Ok(())
+        })
+    }
 }
 
-/// Opens the backend that `url` names, without waiting for any server yet.
-pub(crate) fn open(url: &BackendUrl, config: &Config, connections: usize) -> Result<Arc<dyn Backend>> {
+/// The error of a primitive the backend cannot keep.
+pub(crate) fn unsupported(backend: BackendKind, hold: &Hold) -> crate::error::Error {
+    crate::error::Error::new(
+        crate::ErrorKind::Config,
+        format!("the {} is not available on {backend}: it needs Redis (one server or a cluster)", hold.what()),
+    )
+}
+
+/// Opens the backend that `url` names. Redis backends connect lazily; ZooKeeper, etcd and
+/// PostgreSQL open their session (bounded by the command timeout).
+pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: usize) -> Result<Arc<dyn Backend>> {
     Ok(match url {
         BackendUrl::Redis(url) => Arc::new(single::SingleRedis::open(url, config, connections)?),
         BackendUrl::Cluster(nodes) => Arc::new(cluster::RedisCluster::open(nodes, config)?),
         BackendUrl::Redlock(nodes) => Arc::new(redlock::Redlock::open(nodes, config, connections)?),
+        #[cfg(feature = "zookeeper")]
+        BackendUrl::ZooKeeper { servers, chroot } => zookeeper::open(servers, chroot, config).await?,
+        #[cfg(feature = "etcd")]
+        BackendUrl::Etcd { endpoints, credentials } => etcd::open(endpoints, credentials.as_ref(), config).await?,
+        #[cfg(feature = "postgres")]
+        BackendUrl::Postgres { url, mode } => postgres::open(url, *mode, config, connections).await?,
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(crate::error::Error::new(
+                crate::ErrorKind::Config,
+                format!("{} URLs need lockkit's `{}` feature", other.scheme(), other.feature()),
+            ));
+        }
     })
 }
 

@@ -6,6 +6,11 @@
 //! | `redis+cluster://[user:password@]host:port,host:port,...` | Redis Cluster, from these seed nodes |
 //! | `redlock://[user:password@]host:port,[user:password@]host:port,...` | Redlock over these masters |
 //!
+//! | `zk://host:port[,host:port...][/chroot]` | ZooKeeper, locks under `chroot` (default `/`) |
+//! | `etcd://[user:password@]host:port[,host:port...]` | etcd v3 over these endpoints |
+//! | `postgres://...`, `postgresql://...` | PostgreSQL lease table (the URL goes to tokio-postgres) |
+//! | `postgres+advisory://...` | PostgreSQL session advisory locks |
+//!
 //! `rediss+cluster://` and `redlocks://` are the same over TLS (with the `tls` feature). Cluster
 //! credentials given on the first seed apply to every seed; Redlock credentials are per node, as
 //! its masters are independent.
@@ -21,6 +26,21 @@ pub(crate) enum BackendUrl {
     Cluster(Vec<String>),
     /// Independent masters for Redlock: one `redis://` URL per node.
     Redlock(Vec<String>),
+    /// A ZooKeeper ensemble: `host:port,host:port` and the chroot the locks live under.
+    ZooKeeper { servers: String, chroot: String },
+    /// etcd endpoints (`http://host:port`) and optional user and password.
+    Etcd { endpoints: Vec<String>, credentials: Option<(String, String)> },
+    /// PostgreSQL: a `postgres://` URL for tokio-postgres, and which kind of lock.
+    Postgres { url: String, mode: PgMode },
+}
+
+/// Which PostgreSQL lock a `postgres` URL asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PgMode {
+    /// `postgres://`: rows of a lease table, timed by the server's clock, renewed by the watchdog.
+    Lease,
+    /// `postgres+advisory://`: session advisory locks, held while the session lives.
+    Advisory,
 }
 
 impl std::fmt::Debug for BackendUrl {
@@ -29,6 +49,10 @@ impl std::fmt::Debug for BackendUrl {
             Self::Redis(_) => ("Redis", 1),
             Self::Cluster(nodes) => ("Cluster", nodes.len()),
             Self::Redlock(nodes) => ("Redlock", nodes.len()),
+            Self::ZooKeeper { servers, .. } => ("ZooKeeper", servers.split(',').count()),
+            Self::Etcd { endpoints, .. } => ("Etcd", endpoints.len()),
+            Self::Postgres { mode: PgMode::Lease, .. } => ("Postgres", 1),
+            Self::Postgres { mode: PgMode::Advisory, .. } => ("PostgresAdvisory", 1),
         };
         write!(f, "{kind}({servers} server(s), credentials hidden)")
     }
@@ -38,18 +62,49 @@ impl BackendUrl {
     /// Parses `url`; a config error names what is wrong without echoing credentials.
     pub(crate) fn parse(url: &str) -> Result<Self> {
         let invalid = |why: &str| Error::new(ErrorKind::Config, format!("invalid lock URL: {why}"));
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| invalid("no scheme (expected redis://, redis+cluster:// or redlock://)"))?;
+        const EXPECTED: &str = "expected redis://, redis+cluster://, redlock://, zk://, etcd:// or postgres://";
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid(&format!("no scheme ({EXPECTED})")))?;
         let node_scheme = match scheme {
             "redis" | "rediss" | "redis+unix" | "unix" => return Ok(Self::Redis(url.to_owned())),
             "redis+cluster" | "redlock" => "redis",
             "rediss+cluster" | "redlocks" => "rediss",
-            _ => return Err(invalid("unknown scheme (expected redis://, redis+cluster:// or redlock://)")),
+            "postgres" | "postgresql" => return Ok(Self::Postgres { url: url.to_owned(), mode: PgMode::Lease }),
+            "postgres+advisory" | "postgresql+advisory" => {
+                return Ok(Self::Postgres { url: format!("postgres://{rest}"), mode: PgMode::Advisory });
+            }
+            "zk" | "etcd" => scheme,
+            _ => return Err(invalid(&format!("unknown scheme ({EXPECTED})"))),
         };
+        if scheme == "zk" {
+            let (servers, chroot) = rest.split_once('/').map_or((rest, "/"), |(servers, chroot)| (servers, chroot));
+            let chroot = format!("/{}", chroot.trim_matches('/'));
+            if servers.split(',').any(|host| host.trim().is_empty()) {
+                return Err(invalid("an empty host in the list"));
+            }
+            if servers.contains('@') {
+                return Err(invalid("zk:// takes no credentials (use the ensemble's network ACLs)"));
+            }
+            let servers = servers.split(',').map(str::trim).collect::<Vec<_>>().join(",");
+            return Ok(Self::ZooKeeper { servers, chroot });
+        }
         let hosts: Vec<&str> = rest.split(',').map(str::trim).collect();
         if hosts.iter().any(|host| host.is_empty() || host.starts_with('@') || host.ends_with('@')) {
             return Err(invalid("an empty host in the list"));
+        }
+        if scheme == "etcd" {
+            let credentials = match hosts[0].rsplit_once('@') {
+                Some((credentials, _)) => {
+                    let (user, password) =
+                        credentials.split_once(':').ok_or_else(|| invalid("etcd credentials are user:password"))?;
+                    Some((user.to_owned(), password.to_owned()))
+                }
+                None => None,
+            };
+            let endpoints = hosts
+                .iter()
+                .map(|host| format!("http://{}", host.rsplit_once('@').map_or(*host, |(_, address)| address)))
+                .collect();
+            return Ok(Self::Etcd { endpoints, credentials });
         }
         if scheme.ends_with("cluster") {
             // Credentials of the first seed apply to the seeds that give none.
@@ -67,6 +122,29 @@ impl BackendUrl {
                 return Err(invalid("Redlock needs at least 3 independent masters (5 is usual)"));
             }
             Ok(Self::Redlock(hosts.iter().map(|host| format!("{node_scheme}://{host}")).collect()))
+        }
+    }
+
+    /// The scheme, for messages.
+    pub(crate) fn scheme(&self) -> &'static str {
+        match self {
+            Self::Redis(_) => "redis://",
+            Self::Cluster(_) => "redis+cluster://",
+            Self::Redlock(_) => "redlock://",
+            Self::ZooKeeper { .. } => "zk://",
+            Self::Etcd { .. } => "etcd://",
+            Self::Postgres { mode: PgMode::Lease, .. } => "postgres://",
+            Self::Postgres { mode: PgMode::Advisory, .. } => "postgres+advisory://",
+        }
+    }
+
+    /// The cargo feature that builds this backend (Redis backends are always built).
+    pub(crate) fn feature(&self) -> &'static str {
+        match self {
+            Self::Redis(_) | Self::Cluster(_) | Self::Redlock(_) => "default",
+            Self::ZooKeeper { .. } => "zookeeper",
+            Self::Etcd { .. } => "etcd",
+            Self::Postgres { .. } => "postgres",
         }
     }
 }
@@ -89,8 +167,42 @@ mod tests {
     }
 
     #[test]
+    fn coordination_services_and_postgres() {
+        assert_eq!(
+            BackendUrl::parse("zk://a:2181, b:2181/locks/app/").unwrap(),
+            BackendUrl::ZooKeeper { servers: "a:2181,b:2181".into(), chroot: "/locks/app".into() }
+        );
+        assert_eq!(
+            BackendUrl::parse("zk://a:2181").unwrap(),
+            BackendUrl::ZooKeeper { servers: "a:2181".into(), chroot: "/".into() }
+        );
+        assert_eq!(
+            BackendUrl::parse("etcd://u:p@a:2379,b:2379").unwrap(),
+            BackendUrl::Etcd {
+                endpoints: vec!["http://a:2379".into(), "http://b:2379".into()],
+                credentials: Some(("u".into(), "p".into()))
+            }
+        );
+        assert_eq!(
+            BackendUrl::parse("postgres+advisory://u:p@h:5/db").unwrap(),
+            BackendUrl::Postgres { url: "postgres://u:p@h:5/db".into(), mode: PgMode::Advisory }
+        );
+        assert!(!format!("{:?}", BackendUrl::parse("etcd://u:secret@a:1").unwrap()).contains("secret"));
+        assert!(!format!("{:?}", BackendUrl::parse("postgres://u:secret@a:1/d").unwrap()).contains("secret"));
+    }
+
+    #[test]
     fn bad_urls_are_config_errors_without_secrets() {
-        for bad in ["127.0.0.1:6379", "memcache://h:1", "redlock://a:1,b:2", "redlock://a:1,,c:3", "redis+cluster://"] {
+        for bad in [
+            "127.0.0.1:6379",
+            "memcache://h:1",
+            "redlock://a:1,b:2",
+            "redlock://a:1,,c:3",
+            "redis+cluster://",
+            "zk://a:1,,b:2/x",
+            "zk://u:p@a:1",
+            "etcd://u@a:1",
+        ] {
             let err = BackendUrl::parse(bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Config, "{bad}");
         }
