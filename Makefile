@@ -4,6 +4,7 @@
 
 help:
 	@echo "make services   start Redis (127.0.0.1:6390) and PostgreSQL (127.0.0.1:5440) under .run/"
+	@echo "                (WITH=zookeeper,etcd also ZooKeeper :2191 and etcd :2389 for lockkit's zk:// and etcd://)"
 	@echo "make down       stop them"
 	@echo "make status     show what is running"
 	@echo "make test       start services, run all tests (nextest + doctests), stop services"

@@ -37,19 +37,8 @@ print_env() {
     printf 'export LOCKKIT_CLUSTER_URL=redis+cluster://%s\n' "$(join_hosts "${CLUSTER_PORTS[@]}")"
 }
 
-# True if something accepts TCP connections on 127.0.0.1:$1.
-port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
-
-# True if pid $1 is a live (not zombie) redis-server (same check as scripts/services.sh pid_is:
-# the name guards against a stale pid file whose pid was reused by an unrelated process).
-pid_is_redis() {
-    local pid="$1" stat state
-    [[ "$pid" =~ ^[0-9]+$ && -e "/proc/$pid" ]] || return 1
-    stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
-    state="${stat##*) }"
-    [[ "${state%% *}" != "Z" ]] || return 1
-    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "redis-server" ]]
-}
+# shellcheck source=lib/proc.sh
+source "$ROOT/scripts/lib/proc.sh"
 
 dir_of() { printf '%s/%s-%s' "$BASE" "$1" "$2"; }   # kind port
 
@@ -59,7 +48,7 @@ server_pid() {
     pidfile="$(dir_of "$1" "$2")/redis.pid"
     [[ -r "$pidfile" ]] || return 0
     pid="$(head -n 1 "$pidfile" 2>/dev/null | tr -d '[:space:]' || true)"
-    if [[ -n "$pid" ]] && pid_is_redis "$pid"; then echo "$pid"; fi
+    if [[ -n "$pid" ]] && pid_is "$pid" redis-server; then echo "$pid"; fi
 }
 
 ping() { [[ "$(timeout 2 redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" == "PONG" ]]; }

@@ -2,7 +2,9 @@
 # Project-owned Redis and PostgreSQL for tests and the demo.
 #
 #   scripts/services.sh up       install (if needed) and start both; prints export lines
-#   scripts/services.sh down     stop the instances this project started (by pid file)
+#   WITH=zookeeper,etcd scripts/services.sh up   also ZooKeeper (:2191) and etcd (:2389), for
+#                                lockkit's zk:// and etcd:// backends (ZOOKEEPER_URL, ETCD_URL)
+#   scripts/services.sh down     stop every instance this project started (by pid file)
 #   scripts/services.sh status   say what is running
 #   scripts/services.sh env      print the export lines only:  eval "$(scripts/services.sh env)"
 #
@@ -10,6 +12,7 @@
 # collide with system instances (Redis 6379, PostgreSQL 5432):
 #   REDIS_PORT        (default 6390)
 #   PG_PORT           (default 5440)
+#   ZK_PORT, ETCD_PORT (default 2191, 2389; etcd's peer port is ETCD_PORT+1)
 #   SERVICES_TIMEOUT  seconds to wait for a server to start or stop (default 60)
 #
 # Progress goes to stderr; stdout carries only the export lines, so
@@ -49,43 +52,7 @@ is_root() { [[ "$(id -u)" -eq 0 ]]; }
 print_env() {
     printf 'export REDIS_URL=%s\n' "$REDIS_URL"
     printf 'export DATABASE_URL=%s\n' "$DATABASE_URL"
-}
-
-# True if something accepts TCP connections on 127.0.0.1:$1 (bash's /dev/tcp, no extra tools).
-port_open() {
-    timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-}
-
-# True if pid $1 is a live (not zombie) process whose name is $2. Checking the name guards
-# against a stale pid file whose pid has since been reused by an unrelated process.
-# A daemon killed in a container whose pid 1 does not reap can linger as <defunct>; it holds
-# no port any more, so it counts as dead.
-pid_is() {
-    local pid="$1" name="$2"
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    if [[ -d /proc/self ]]; then
-        if [[ ! -e "/proc/$pid" ]] || pid_zombie "$pid"; then
-            return 1
-        fi
-        [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$name" ]]
-    else
-        kill -0 "$pid" 2>/dev/null
-    fi
-}
-
-# True if pid $1 is a zombie (exited, not yet reaped).
-pid_zombie() {
-    local stat state
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-    state="${stat##*) }"
-    [[ "${state%% *}" == "Z" ]]
-}
-
-# First line of a pid file, or nothing.
-read_pid() {
-    if [[ -r "$1" ]]; then
-        head -n 1 "$1" 2>/dev/null | tr -d '[:space:]' || true
-    fi
+    coordination_env
 }
 
 # PostgreSQL refuses to run as root, so as root its tools run as the `postgres` user.
@@ -101,8 +68,12 @@ as_pg() {
 # ---------------------------------------------------------------------------------------------
 # installation
 
+# shellcheck source=lib/proc.sh
+source "$ROOT/scripts/lib/proc.sh"
 # shellcheck source=lib/apt.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
+source "$ROOT/scripts/lib/apt.sh"
+# shellcheck source=lib/coordination.sh
+source "$ROOT/scripts/lib/coordination.sh"
 
 ensure_installed() {
     local missing=()
@@ -408,7 +379,7 @@ pg_status() {
 # ---------------------------------------------------------------------------------------------
 
 usage() {
-    sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 }
 
 case "${1:-}" in
@@ -416,6 +387,7 @@ case "${1:-}" in
         ensure_installed
         redis_up
         pg_up
+        coordination_up
         print_env
         ;;
     down)
@@ -423,11 +395,13 @@ case "${1:-}" in
         rc=0
         redis_down || rc=1
         if [[ -x "$PG_BIN/pg_ctl" ]]; then pg_down || rc=1; fi
+        coordination_down || rc=1
         exit "$rc"
         ;;
     status)
         if command -v redis-cli >/dev/null 2>&1; then redis_status; else echo "redis:    not installed"; fi
         if [[ -x "$PG_BIN/pg_isready" ]]; then pg_status; else echo "postgres: not installed"; fi
+        coordination_status
         ;;
     env)
         print_env

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the whole test suite against project-owned Redis and PostgreSQL.
+# Run the whole test suite against project-owned Redis, PostgreSQL, ZooKeeper and etcd.
 #
 # Starts the services (scripts/services.sh up), runs every test of the workspace, the bench smoke
 # run and the bounded chaos suite, then stops the services again on exit, whatever happened,
@@ -25,11 +25,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# lockkit's zk:// and etcd:// backends are tested on real servers.
+export WITH=zookeeper,etcd
 bash scripts/services.sh up >/dev/null
 eval "$(bash scripts/services.sh env)"
 # The sale page's test drives headless Chromium.
 bash scripts/browser.sh install
-echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL" >&2
+echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL ZOOKEEPER_URL=$ZOOKEEPER_URL ETCD_URL=$ETCD_URL" >&2
 
 status=0
 # Lints and docs are part of the build: warnings fail it (missing docs, broken doc links, clippy).
