@@ -38,6 +38,10 @@ pub struct Settings {
     pub redis_url: Secret,
     /// `DATABASE_URL` (`postgres://user:password@host:port/db`).
     pub database_url: Secret,
+    /// `SECKILL_LOCK_URL`: where the shard locks live, as a lockkit URL (`redis://`,
+    /// `redis+cluster://`, `redlock://`, `zk://`, `etcd://`, `postgres://`,
+    /// `postgres+advisory://`). Empty (the default) means the Redis URL.
+    pub lock_url: Secret,
     /// Bearer token of the admin routes (`SECKILL_ADMIN_TOKEN`). Empty disables them.
     pub admin_token: Secret,
     /// How long one order may take, waiting for locks included (`SECKILL_REQUEST_DEADLINE_MS`).
@@ -113,6 +117,7 @@ impl Default for Settings {
             listen: "127.0.0.1:8080".parse().expect("valid default address"),
             redis_url: Secret::new("redis://127.0.0.1:6390"),
             database_url: Secret::new("postgres://seckill@127.0.0.1:5440/seckill"),
+            lock_url: Secret::default(),
             admin_token: Secret::default(),
             request_deadline: Duration::from_secs(2),
             lock_lease: Duration::from_secs(2),
@@ -137,6 +142,11 @@ impl Default for Settings {
 pub struct ConfigError(String);
 
 impl Settings {
+    /// The lockkit URL of the shard locks: `SECKILL_LOCK_URL`, or the Redis URL when it is empty.
+    pub fn lock_url(&self) -> &str {
+        if self.lock_url.expose().is_empty() { self.redis_url.expose() } else { self.lock_url.expose() }
+    }
+
     /// The bound of an owner's database writes: the configured one, or 40% of the lease.
     pub fn owner_write_bound(&self) -> Duration {
         if self.owner_write_timeout.is_zero() { self.lock_lease * 2 / 5 } else { self.owner_write_timeout }
@@ -170,6 +180,9 @@ impl Settings {
         }
         if let Some(v) = var("DATABASE_URL") {
             self.database_url = Secret::new(v);
+        }
+        if let Some(v) = var("SECKILL_LOCK_URL") {
+            self.lock_url = Secret::new(v);
         }
         if let Some(v) = var("SECKILL_ADMIN_TOKEN") {
             self.admin_token = Secret::new(v);
@@ -277,6 +290,15 @@ mod tests {
         assert_eq!(Settings::default().with_env(env).unwrap().failpoint, Some(Failpoint::GateAfterDecrement));
         let env = |name: &str| (name == "SECKILL_FAILPOINT").then(|| "everywhere".to_string());
         assert!(Settings::default().with_env(env).is_err());
+    }
+
+    #[test]
+    fn shard_locks_follow_the_redis_url_unless_a_lock_url_is_given() {
+        assert_eq!(Settings::default().lock_url(), "redis://127.0.0.1:6390");
+        let env = |name: &str| (name == "SECKILL_LOCK_URL").then(|| "etcd://u:pw@127.0.0.1:2389".to_string());
+        let settings = Settings::default().with_env(env).unwrap();
+        assert_eq!(settings.lock_url(), "etcd://u:pw@127.0.0.1:2389");
+        assert!(!format!("{settings:?}").contains("pw@"));
     }
 
     #[test]

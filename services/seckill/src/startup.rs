@@ -72,7 +72,9 @@ impl Application {
         )
         .await?;
         let redis_url = settings.redis_url.expose();
-        let locks = LockClient::builder(redis_url).default_lease(settings.lock_lease).connect().await?;
+        let lock_url = settings.lock_url();
+        let locks = LockClient::builder(lock_url).default_lease(settings.lock_lease).connect().await?;
+        tracing::info!(backend = %locks.backend(), "shard locks connected");
         let redis = redis::Client::open(redis_url).map_err(|e| StartupError::Redis(format!("REDIS_URL: {e}")))?;
         let redis_client = redis.clone();
         let redis = redis::aio::ConnectionManager::new(redis).await?;
