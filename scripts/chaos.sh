@@ -13,7 +13,11 @@
 # (release profile for the full run, dev for the bounded one), installs schemathesis into
 # .run/chaos/venv, and on exit ends whatever it started, by PID.
 #
-# Environment: CHAOS_PROFILE (dev | release), CHAOS_REDIS_PORT, CHAOS_PG_PORT, CHAOS_FUZZ_SEED,
+# ZooKeeper (127.0.0.1:2192) and etcd (:2392) of its own serve the `@zk` and `@etcd` scenarios
+# (`pause`, `session-loss` and `control` run on Redis, ZooKeeper, etcd and PostgreSQL).
+#
+# Environment: CHAOS_PROFILE (dev | release), CHAOS_REDIS_PORT, CHAOS_PG_PORT, CHAOS_ZK_PORT,
+# CHAOS_ETCD_PORT, CHAOS_FUZZ_SEED,
 # CHAOS_LOCK_WAIT (seconds to wait for another run of the suite in this checkout, default 900).
 # Exits non-zero if any scenario failed (or the suite could not run).
 set -euo pipefail
@@ -31,7 +35,7 @@ die() { log "ERROR: $*"; exit 2; }
 
 for arg in "$@"; do
     if [[ "$arg" == -h || "$arg" == --help ]]; then
-        sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         exit 0
     fi
 done
@@ -101,10 +105,25 @@ cleanup_leftovers() {
     rm -f "$WORK/pids/postgres.pid"
 }
 
+# ZooKeeper and etcd of the suite (the `@zk` and `@etcd` scenarios), started by the same
+# functions as scripts/services.sh's, on the suite's own ports and directory.
+RUN_DIR="$ROOT/$WORK"
+TIMEOUT=60
+ZK_PORT="${CHAOS_ZK_PORT:-2192}"
+ETCD_PORT="${CHAOS_ETCD_PORT:-2392}"
+WITH=zookeeper,etcd
+# shellcheck source=lib/proc.sh
+source "$ROOT/scripts/lib/proc.sh"
+# shellcheck source=lib/apt.sh
+source "$ROOT/scripts/lib/apt.sh"
+# shellcheck source=lib/coordination.sh
+source "$ROOT/scripts/lib/coordination.sh"
+
 # shellcheck disable=SC2317  # invoked by the traps
 on_exit() {
     local rc=$?
     cleanup_leftovers
+    coordination_down || true
     exit "$rc"
 }
 trap on_exit EXIT
@@ -145,7 +164,9 @@ log "building seckill and the chaos runner ($PROFILE profile)"
 cargo build --profile "$PROFILE" -p seckill -p chaos --bins >&2
 log "built in $((SECONDS - started)) s"
 
-runner_args=(--seckill-bin "$TARGET_DIR/seckill" --work-dir "$WORK")
+coordination_up
+runner_args=(--seckill-bin "$TARGET_DIR/seckill" --work-dir "$WORK"
+    --zookeeper-url "zk://127.0.0.1:$ZK_PORT/chaos" --etcd-url "etcd://127.0.0.1:$ETCD_PORT")
 if ensure_schemathesis; then
     runner_args+=(--schemathesis "$VENV/bin/st")
 else

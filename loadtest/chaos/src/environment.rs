@@ -33,6 +33,10 @@ pub struct EnvConfig {
     pub seckill_bin: PathBuf,
     /// The `st` (schemathesis) executable, if installed.
     pub schemathesis: Option<PathBuf>,
+    /// `zk://` URL of a ZooKeeper for the `@zk` scenarios (`None`: they are not applicable).
+    pub zookeeper_url: Option<String>,
+    /// `etcd://` URL of an etcd for the `@etcd` scenarios (`None`: they are not applicable).
+    pub etcd_url: Option<String>,
 }
 
 /// The running shared servers.
@@ -100,6 +104,7 @@ impl Environment {
         InstanceSpec {
             name: name.to_owned(),
             redis_url: self.redis.url(),
+            lock_url: None,
             database_url: self.database_url(),
             service: budget.service.clone(),
             env: Vec::new(),

@@ -16,6 +16,7 @@
 //! | [`api`] | the HTTP client of one seckill instance |
 //! | [`history`] | the recorded operations and how a response classifies |
 //! | [`load`] | the bounded load: workers pinned to instances, recording the history |
+//! | [`lock_backend`] | where the shard locks live: Redis, ZooKeeper, etcd or PostgreSQL |
 //! | [`checker`] | resolving indeterminate operations, then checking history against PostgreSQL |
 //! | [`report`] | per-scenario results, `chaos-*.json` and `chaos-*.md` |
 //! | [`scenarios`] | one file per scenario, plus the shared run under load |
@@ -29,6 +30,7 @@ pub mod environment;
 pub mod faultproxy;
 pub mod history;
 pub mod load;
+pub mod lock_backend;
 pub mod processes;
 pub mod report;
 pub mod scenarios;

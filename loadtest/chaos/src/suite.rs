@@ -10,7 +10,7 @@ use crate::{
     environment::{EnvConfig, Environment},
     progress,
     report::{Status, SuiteReport},
-    scenarios::ScenarioId,
+    scenarios::Scenario,
     settings::{Budget, Mode},
 };
 
@@ -20,7 +20,7 @@ pub struct SuiteOptions {
     /// Full or bounded.
     pub mode: Mode,
     /// Scenarios to run, in suite order (all by default).
-    pub scenarios: Vec<ScenarioId>,
+    pub scenarios: Vec<Scenario>,
     /// Where the servers and instances run.
     pub env: EnvConfig,
     /// Directory of the report files.

@@ -27,7 +27,9 @@ use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use redis::aio::ConnectionLike;
 
-pub(crate) use self::url::{BackendUrl, PgMode};
+pub(crate) use self::url::BackendUrl;
+#[cfg(feature = "postgres")]
+pub(crate) use self::url::PgMode;
 use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},

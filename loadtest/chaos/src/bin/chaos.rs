@@ -9,7 +9,7 @@ use std::{path::PathBuf, process::ExitCode};
 use chaos::{
     environment::EnvConfig,
     progress,
-    scenarios::ScenarioId,
+    scenarios::Scenario,
     settings::Mode,
     suite::{self, SuiteOptions},
 };
@@ -52,23 +52,29 @@ struct Args {
     /// The commit under test, for the report.
     #[arg(long)]
     commit: Option<String>,
+    /// `zk://` URL of a ZooKeeper for the `@zk` scenarios (not applicable without it).
+    #[arg(long, env = "CHAOS_ZOOKEEPER_URL")]
+    zookeeper_url: Option<String>,
+    /// `etcd://` URL of an etcd for the `@etcd` scenarios (not applicable without it).
+    #[arg(long, env = "CHAOS_ETCD_URL")]
+    etcd_url: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
     if args.list {
-        for id in ScenarioId::ALL {
-            println!("{}", id.name());
+        for scenario in Scenario::all() {
+            println!("{}", scenario.name());
         }
         return ExitCode::SUCCESS;
     }
     let scenarios = if args.only.is_empty() {
-        ScenarioId::ALL.to_vec()
+        Scenario::all()
     } else {
         let mut chosen = Vec::new();
         for name in &args.only {
-            match ScenarioId::parse(name) {
+            match Scenario::parse(name) {
                 Some(id) => chosen.push(id),
                 None => {
                     eprintln!("unknown scenario {name:?}; --list shows them");
@@ -76,9 +82,9 @@ async fn main() -> ExitCode {
                 }
             }
         }
-        ScenarioId::ALL
+        Scenario::all()
             .into_iter()
-            .filter(|id| chosen.contains(id))
+            .filter(|scenario| chosen.contains(scenario))
             .collect()
     };
     let mode = if args.bounded {
@@ -105,6 +111,8 @@ async fn main() -> ExitCode {
             schemathesis: args
                 .schemathesis
                 .and_then(|st| std::path::absolute(st).ok()),
+            zookeeper_url: args.zookeeper_url,
+            etcd_url: args.etcd_url,
         },
         out_dir: args.out_dir,
         prefix: args.prefix.unwrap_or_else(|| {

@@ -25,6 +25,8 @@ pub struct InstanceSpec {
     pub name: String,
     /// `REDIS_URL`: the suite's Redis, or a fault proxy in front of it.
     pub redis_url: String,
+    /// `SECKILL_LOCK_URL`: where the shard locks live (`None`: the Redis URL).
+    pub lock_url: Option<String>,
     /// `DATABASE_URL`.
     pub database_url: String,
     /// Lease, deadline, pool, workers.
@@ -78,6 +80,10 @@ impl Instance {
         let child = Command::new(binary)
             .env("SECKILL_LISTEN", format!("127.0.0.1:{port}"))
             .env("REDIS_URL", &spec.redis_url)
+            .env(
+                "SECKILL_LOCK_URL",
+                spec.lock_url.as_deref().unwrap_or_default(),
+            )
             .env("DATABASE_URL", &spec.database_url)
             .env("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("SECKILL_LOCK_LEASE_MS", s.lock_lease_ms.to_string())

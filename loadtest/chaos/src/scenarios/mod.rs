@@ -3,6 +3,10 @@
 //! a sale, drive the load, inject, heal, resolve, check (`redis-gate` sales also reconcile and
 //! sell out, see `gate`). The others (`fuzz`, `lock_tokens`,
 //! `redlock`) are self-contained.
+//!
+//! A [`Scenario`] is a plan and the [`LockBackend`] the instances keep their shard locks on:
+//! every plan runs on Redis, and `pause`, `session-loss` and `control` also on ZooKeeper, etcd and
+//! PostgreSQL (`pause@zk`, ...).
 
 mod control;
 mod early_expiry;
@@ -16,12 +20,15 @@ mod pg_link;
 mod pg_restart;
 mod redis_loss;
 mod redlock;
+mod session_loss;
 mod stale_failover;
 pub mod under_load;
 
 use std::time::Instant;
 
-use crate::{environment::Environment, report::ScenarioReport, settings::Budget};
+use crate::{
+    environment::Environment, lock_backend::LockBackend, report::ScenarioReport, settings::Budget,
+};
 
 /// Every scenario, in the order the suite runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,11 +70,14 @@ pub enum ScenarioId {
     Fuzz,
     /// lockkit: a forged or stale token can neither release nor extend a lock.
     LockTokens,
+    /// Cut one instance off its lock server (ZooKeeper, etcd, PostgreSQL) past its session or
+    /// lease: its leases are reported lost, its late writes fenced out.
+    SessionLoss,
 }
 
 impl ScenarioId {
     /// Every scenario, in run order.
-    pub const ALL: [ScenarioId; 17] = [
+    pub const ALL: [ScenarioId; 18] = [
         Self::Pause,
         Self::RedisLoss,
         Self::Partition,
@@ -85,6 +95,7 @@ impl ScenarioId {
         Self::GateFailpoint,
         Self::Fuzz,
         Self::LockTokens,
+        Self::SessionLoss,
     ];
 
     /// The name used on the command line and in reports.
@@ -107,43 +118,99 @@ impl ScenarioId {
             Self::GateFailpoint => "gate-failpoint",
             Self::Fuzz => "fuzz",
             Self::LockTokens => "lock-tokens",
+            Self::SessionLoss => "session-loss",
         }
+    }
+
+    /// Whether the plan runs on lock backends other than Redis.
+    fn on_coordination_backends(self) -> bool {
+        matches!(self, Self::Pause | Self::SessionLoss | Self::Control)
+    }
+}
+
+/// A plan and the lock backend its instances keep their shard locks on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scenario {
+    /// The plan.
+    pub id: ScenarioId,
+    /// Where the shard locks live.
+    pub backend: LockBackend,
+}
+
+impl Scenario {
+    /// Every scenario, in the order the suite runs them: each plan on Redis (but `session-loss`,
+    /// which is `partition` there), then `pause`, `session-loss` and `control` on each other
+    /// backend.
+    pub fn all() -> Vec<Scenario> {
+        let on_redis = ScenarioId::ALL
+            .into_iter()
+            .filter(|id| *id != ScenarioId::SessionLoss)
+            .map(|id| Scenario {
+                id,
+                backend: LockBackend::Redis,
+            });
+        let elsewhere = LockBackend::COORDINATION.into_iter().flat_map(|backend| {
+            ScenarioId::ALL
+                .into_iter()
+                .filter(|id| id.on_coordination_backends())
+                .map(move |id| Scenario { id, backend })
+        });
+        on_redis.chain(elsewhere).collect()
+    }
+
+    /// The name used on the command line and in reports (`pause`, `pause@zk`).
+    pub fn name(self) -> String {
+        under_load::scenario_name(self.id.name(), self.backend)
     }
 
     /// Looks a scenario up by name.
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.name() == name)
+        Self::all().into_iter().find(|s| s.name() == name)
     }
 
     /// Runs the scenario; never panics on a failure, which ends up in the report.
     pub async fn run(self, env: &mut Environment, budget: &Budget) -> ScenarioReport {
         let started = Instant::now();
-        let mut report = match self {
-            Self::Pause => under_load::run(pause::Pause::fenced(), env, budget).await,
-            Self::RedisLoss => under_load::run(redis_loss::RedisLoss, env, budget).await,
-            Self::Partition => under_load::run(partition::Partition::default(), env, budget).await,
-            Self::PgRestart => under_load::run(pg_restart::PgRestart, env, budget).await,
-            Self::PgDelay => under_load::run(pg_link::PgLink::delay(), env, budget).await,
-            Self::PgBlackhole => under_load::run(pg_link::PgLink::blackhole(), env, budget).await,
-            Self::PgDelayControl => {
-                under_load::run(pg_link::PgLink::delay_control(), env, budget).await
+        let on = self.backend;
+        let mut report = match self.id {
+            ScenarioId::Pause => under_load::run(pause::Pause::fenced(), on, env, budget).await,
+            ScenarioId::RedisLoss => under_load::run(redis_loss::RedisLoss, on, env, budget).await,
+            ScenarioId::Partition => {
+                under_load::run(partition::Partition::default(), on, env, budget).await
             }
-            Self::EarlyExpiry => {
-                under_load::run(early_expiry::EarlyExpiry::default(), env, budget).await
+            ScenarioId::PgRestart => under_load::run(pg_restart::PgRestart, on, env, budget).await,
+            ScenarioId::PgDelay => under_load::run(pg_link::PgLink::delay(), on, env, budget).await,
+            ScenarioId::PgBlackhole => {
+                under_load::run(pg_link::PgLink::blackhole(), on, env, budget).await
             }
-            Self::StaleFailover => {
-                under_load::run(stale_failover::StaleFailover::default(), env, budget).await
+            ScenarioId::PgDelayControl => {
+                under_load::run(pg_link::PgLink::delay_control(), on, env, budget).await
             }
-            Self::Redlock => redlock::run(env, budget).await,
-            Self::Control => under_load::run(control::plan(), env, budget).await,
-            Self::InstanceKill => under_load::run(instance_kill::InstanceKill, env, budget).await,
-            Self::GateRedisLoss => under_load::run(gate::GatePlan::redis_loss(), env, budget).await,
-            Self::GateRedisLossDurable => {
-                under_load::run(gate::GatePlan::redis_loss_durable(), env, budget).await
+            ScenarioId::EarlyExpiry => {
+                under_load::run(early_expiry::EarlyExpiry::default(), on, env, budget).await
             }
-            Self::GateFailpoint => under_load::run(gate::GatePlan::failpoint(), env, budget).await,
-            Self::Fuzz => fuzz::run(env, budget).await,
-            Self::LockTokens => lock_tokens::run(env).await,
+            ScenarioId::StaleFailover => {
+                under_load::run(stale_failover::StaleFailover::default(), on, env, budget).await
+            }
+            ScenarioId::Redlock => redlock::run(env, budget).await,
+            ScenarioId::Control => under_load::run(control::plan(), on, env, budget).await,
+            ScenarioId::InstanceKill => {
+                under_load::run(instance_kill::InstanceKill, on, env, budget).await
+            }
+            ScenarioId::GateRedisLoss => {
+                under_load::run(gate::GatePlan::redis_loss(), on, env, budget).await
+            }
+            ScenarioId::GateRedisLossDurable => {
+                under_load::run(gate::GatePlan::redis_loss_durable(), on, env, budget).await
+            }
+            ScenarioId::GateFailpoint => {
+                under_load::run(gate::GatePlan::failpoint(), on, env, budget).await
+            }
+            ScenarioId::SessionLoss => {
+                under_load::run(session_loss::SessionLoss::default(), on, env, budget).await
+            }
+            ScenarioId::Fuzz => fuzz::run(env, budget).await,
+            ScenarioId::LockTokens => lock_tokens::run(env).await,
         };
         report.finish(started.elapsed().as_millis() as u64);
         report

@@ -21,6 +21,7 @@ use crate::{
     faultproxy::{FaultProxy, Mode},
     history::{Clock, History, Op, Outcome},
     load::{Load, LoadSpec},
+    lock_backend::LockBackend,
     processes::seckill::{Instance, InstanceSpec},
     progress,
     report::{Check, FaultEvent, ScenarioReport},
@@ -426,17 +427,37 @@ impl RunOutcome<'_> {
     }
 }
 
-/// Runs `plan` under load and reports. Failures end up in the report, never as a panic.
+/// Runs `plan` under load, with the shard locks on `backend`, and reports. Failures end up in the
+/// report, never as a panic.
 pub async fn run(
     mut plan: impl FaultPlan,
+    backend: LockBackend,
     env: &mut Environment,
     budget: &Budget,
 ) -> ScenarioReport {
-    let mut report = ScenarioReport::new(plan.name(), Some(plan.strategy()), plan.description());
-    progress!("scenario {} ({})", plan.name(), plan.strategy());
+    let name = scenario_name(plan.name(), backend);
+    let Some(lock_url) = backend.url(env) else {
+        let why = format!(
+            "no {} server was given to the suite (scripts/chaos.sh starts one)",
+            backend.tag()
+        );
+        return ScenarioReport::not_applicable(&name, plan.description(), &why);
+    };
+    let mut report = ScenarioReport::new(&name, Some(plan.strategy()), plan.description());
+    progress!("scenario {name} ({})", plan.strategy());
     let mut instances = Vec::new();
-    if let Err(e) = execute(&mut plan, env, budget, &mut instances, &mut report).await {
-        progress!("  scenario {} broke: {e:#}", plan.name());
+    let lock_url = (backend != LockBackend::Redis).then_some(lock_url);
+    if let Err(e) = execute(
+        &mut plan,
+        lock_url,
+        env,
+        budget,
+        &mut instances,
+        &mut report,
+    )
+    .await
+    {
+        progress!("  scenario {name} broke: {e:#}");
         report.error = Some(format!("{e:#}"));
     }
     plan.heal();
@@ -455,8 +476,17 @@ pub async fn run(
     report
 }
 
+/// A scenario's name: the plan's, tagged with the lock backend unless it is Redis (`pause@zk`).
+pub fn scenario_name(plan: &str, backend: LockBackend) -> String {
+    match backend {
+        LockBackend::Redis => plan.to_owned(),
+        other => format!("{plan}@{}", other.tag()),
+    }
+}
+
 async fn execute(
     plan: &mut impl FaultPlan,
+    lock_url: Option<String>,
     env: &mut Environment,
     budget: &Budget,
     instances: &mut Vec<Instance>,
@@ -467,6 +497,9 @@ async fn execute(
         env.instance_spec("a", budget),
         env.instance_spec("b", budget),
     ];
+    for spec in &mut specs {
+        spec.lock_url.clone_from(&lock_url);
+    }
     plan.prepare(env, &mut specs).await?;
     for spec in &specs {
         instances.push(env.start_instance(spec, plan.name()).await?);
