@@ -1,15 +1,23 @@
 //! `lockctl`: lockkit for operators and benchmarks. Every command prints JSON lines on stdout.
 //!
 //! ```text
-//! lockctl --url URL acquire NAME [--ttl-ms N] [--wait-ms W] [--hold-ms H]
+//! lockctl --url URL acquire NAME [--ttl-ms N [--fixed]] [--wait-ms W] [--hold-ms H]
 //! lockctl inspect PATTERN   # per lock: name, held, ttl_ms, fence, kind, holders, queue, permits, delay_ms
 //! lockctl fence NAME --at-least N
 //! lockctl bench [--concurrency C] [--duration-ms D] [--locks K] [--fair]
 //! ```
 //!
 //! The URL picks the backend: `redis://` (one Redis), `redis+cluster://h:p,h:p` (a cluster's seed
-//! nodes) or `redlock://h:p,h:p,...` (independent masters). `--redis-url` (env `REDIS_URL`) is the
-//! older spelling of `--url` (env `LOCKKIT_URL`), which wins when both are given.
+//! nodes), `redlock://h:p,h:p,...` (independent masters), `zk://h:p[,h:p]/chroot` (ZooKeeper),
+//! `etcd://h:p[,h:p]` (etcd v3), `postgres://...` (a lease table) or `postgres+advisory://...`
+//! (session advisory locks). `--redis-url` (env `REDIS_URL`) is the older spelling of `--url`
+//! (env `LOCKKIT_URL`), which wins when both are given.
+//!
+//! `acquire` behaves the same on every URL: JSON events `acquired` (with its `fence`), `lost` if
+//! the lease could not be renewed in time, then `released` (`held: false` after a loss); exit 3
+//! when the lock was not acquired within `--wait-ms`. `--ttl-ms N` is the lease the watchdog
+//! renews (on ZooKeeper: the session timeout asked for, which the server clamps to between 2 and 20
+//! ticks; on etcd: rounded up to whole seconds on the server); with `--fixed` it is not renewed.
 
 use std::{
     process::ExitCode,
@@ -26,10 +34,14 @@ use serde_json::json;
 const NOT_ACQUIRED: u8 = 3;
 
 #[derive(Parser)]
-#[command(version, about = "Inspect, hold and benchmark lockkit locks on Redis, Redis Cluster or Redlock")]
+#[command(
+    version,
+    about = "Inspect, hold and benchmark lockkit locks on Redis, Redis Cluster, Redlock, ZooKeeper, etcd or PostgreSQL"
+)]
 struct Cli {
-    /// Lock URL: `redis://[user:password@]host:port[/db]`, `redis+cluster://host:port,...` or
-    /// `redlock://[user:password@]host:port,...`.
+    /// Lock URL: `redis://[user:password@]host:port[/db]`, `redis+cluster://host:port,...`,
+    /// `redlock://[user:password@]host:port,...`, `zk://host:port[,...]/chroot`,
+    /// `etcd://[user:password@]host:port[,...]`, `postgres://...` or `postgres+advisory://...`.
     #[arg(long, env = "LOCKKIT_URL", hide_env_values = true)]
     url: Option<String>,
     /// One Redis (`redis://[user:password@]host:port[/db]`); used when no `--url` is given.
@@ -47,12 +59,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Acquire a lock, hold it (the watchdog renews it unless --ttl-ms is given), release it.
+    /// Acquire a lock, hold it (the watchdog renews it unless --fixed is given), release it.
     Acquire {
         name: String,
-        /// Fixed lease in ms (no watchdog). Default: 30 s renewed by the watchdog.
+        /// Lease in ms, renewed by the watchdog every third of it (ZooKeeper: the session
+        /// timeout). Default: 30 s.
         #[arg(long)]
         ttl_ms: Option<u64>,
+        /// Do not renew: the lease simply ends after --ttl-ms.
+        #[arg(long, requires = "ttl_ms")]
+        fixed: bool,
         /// How long to wait for a held lock.
         #[arg(long, default_value_t = 0)]
         wait_ms: u64,
@@ -134,7 +150,11 @@ fn inspect_line(lock: &LockInfo) -> serde_json::Value {
 
 async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
     let url = cli.url.as_deref().unwrap_or(&cli.redis_url);
-    let client = match LockClient::builder(url).prefix(&cli.prefix).connections(cli.connections).connect().await {
+    let mut builder = LockClient::builder(url).prefix(&cli.prefix).connections(cli.connections);
+    if let Command::Acquire { ttl_ms: Some(ttl), .. } = &cli.command {
+        builder = builder.default_lease(Duration::from_millis(*ttl));
+    }
+    let client = match builder.connect().await {
         Ok(client) => client,
         Err(e) if e.is_no_quorum() && matches!(cli.command, Command::Acquire { .. }) => {
             return Ok(no_quorum(&cli.command, &e));
@@ -142,7 +162,10 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
         Err(e) => return Err(e),
     };
     match cli.command {
-        Command::Acquire { name, ttl_ms, wait_ms, hold_ms } => acquire(&client, &name, ttl_ms, wait_ms, hold_ms).await,
+        Command::Acquire { name, ttl_ms, fixed, wait_ms, hold_ms } => {
+            let fixed_lease = ttl_ms.filter(|_| fixed).map(Duration::from_millis);
+            acquire(&client, &name, fixed_lease, wait_ms, hold_ms).await
+        }
         Command::Inspect { pattern } => {
             for lock in client.inspect(&pattern).await? {
                 println!("{}", inspect_line(&lock));
@@ -168,13 +191,13 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
 async fn acquire(
     client: &LockClient,
     name: &str,
-    ttl_ms: Option<u64>,
+    fixed_lease: Option<Duration>,
     wait_ms: u64,
     hold_ms: u64,
 ) -> lockkit::Result<ExitCode> {
     let mut request = client.acquire(name).wait(Duration::from_millis(wait_ms));
-    if let Some(ttl) = ttl_ms {
-        request = request.lease(Duration::from_millis(ttl));
+    if let Some(lease) = fixed_lease {
+        request = request.lease(lease);
     }
     let guard = match request.await {
         Ok(guard) => guard,
@@ -195,12 +218,21 @@ async fn acquire(
         "{}",
         json!({"event": "acquired", "name": name, "fence": guard.fence().get(), "waited_ms": guard.waited().as_millis() as u64})
     );
-    tokio::select! {
-        cause = guard.lost() => println!("{}", json!({"event": "lost", "name": name, "cause": format!("{cause:?}")})),
-        () = tokio::time::sleep(Duration::from_millis(hold_ms)) => {}
+    let lost = tokio::select! {
+        cause = guard.lost() => {
+            println!("{}", json!({"event": "lost", "name": name, "cause": format!("{cause:?}")}));
+            true
+        }
+        () = tokio::time::sleep(Duration::from_millis(hold_ms)) => false,
+    };
+    match guard.release().await {
+        Ok(held) => println!("{}", json!({"event": "released", "name": name, "held": held})),
+        // Lost already: the servers may still be out of reach; the lock is not ours either way.
+        Err(e) if lost => {
+            println!("{}", json!({"event": "released", "name": name, "held": false, "error": e.to_string()}))
+        }
+        Err(e) => return Err(e),
     }
-    let held = guard.release().await?;
-    println!("{}", json!({"event": "released", "name": name, "held": held}));
     Ok(ExitCode::SUCCESS)
 }
 

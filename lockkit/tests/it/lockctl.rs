@@ -36,6 +36,46 @@ fn acquire_prints_the_fence_and_the_release() {
     assert_eq!(lines[1]["held"], true);
 }
 
+/// A holder whose server goes away cannot renew: `lost` when the lease runs out, then `released`
+/// with `held: false`.
+#[tokio::test]
+async fn a_holder_that_cannot_renew_prints_lost_then_released_not_held() {
+    use std::io::{BufRead, BufReader};
+    let mut server = crate::servers::RedisServer::start(&[]).await;
+    let name = unique("cli-lost");
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args(["--url", &server.url(), "acquire", &name, "--ttl-ms", "300", "--hold-ms", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(holder.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&first).unwrap()["event"], "acquired");
+
+    server.kill();
+
+    let rest: Vec<Value> = out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    assert!(holder.wait().unwrap().success());
+    assert_eq!(rest[0]["event"], "lost", "{rest:?}");
+    assert_eq!(rest[1]["event"], "released");
+    assert_eq!(rest[1]["held"], false);
+}
+
+/// The control: the same holder with its server up keeps the lock through many leases.
+#[tokio::test]
+async fn a_holder_that_can_renew_keeps_the_lock_through_many_leases() {
+    let server = crate::servers::RedisServer::start(&[]).await;
+    let name = unique("cli-kept");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args(["--url", &server.url(), "acquire", &name, "--ttl-ms", "300", "--hold-ms", "1200"])
+        .output()
+        .unwrap();
+    let lines = json_lines(&out);
+    assert_eq!(lines.iter().map(|l| l["event"].as_str().unwrap()).collect::<Vec<_>>(), ["acquired", "released"]);
+    assert_eq!(lines[1]["held"], true);
+}
+
 #[test]
 fn a_held_lock_is_not_acquired_with_exit_code_3() {
     let name = unique("cli-held");
