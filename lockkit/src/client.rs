@@ -110,6 +110,15 @@ impl LockClient {
         self.core.backend.raise_fence(&keys, at_least).await
     }
 
+    /// Waits, at most `within`, until the work this client does in the background has finished:
+    /// releases of guards dropped without `release()`, undoing cancelled acquires, waiters
+    /// leaving their place in a queue (fair lock, ZooKeeper, etcd). Call it before the process
+    /// exits, or that work is cut short and what it would have removed stays on the servers until
+    /// its lease or session ends. Returns whether everything finished in time.
+    pub async fn flush(&self, within: Duration) -> bool {
+        self.core.jobs.flush(within).await
+    }
+
     /// Which backend the URL chose.
     pub fn backend(&self) -> BackendKind {
         self.core.backend.kind()
@@ -200,8 +209,12 @@ impl LockClientBuilder {
         let url = BackendUrl::parse(&self.url)?;
         let backend = backend::open(&url, &self.config, self.connections).await?;
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
-        let core =
-            Arc::new(Core { backend, config: self.config, registry: Arc::new(Registry::default()), jobs: Jobs(jobs) });
+        let core = Arc::new(Core {
+            backend,
+            config: self.config,
+            registry: Arc::new(Registry::default()),
+            jobs: Jobs::new(jobs),
+        });
         let started = Instant::now();
         core.backend.ping().await?;
         tracing::debug!(elapsed = ?started.elapsed(), prefix = %core.config.prefix, backend = %core.backend.kind(), "lockkit connected");

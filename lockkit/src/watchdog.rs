@@ -16,7 +16,7 @@ use crate::{
     LeaseLoss,
     backend::{Renewal, Renewed},
     clock::Moment,
-    core::{Core, Job},
+    core::{Core, Job, Unfinished},
     error::Error,
     lease::{Lease, LeaseState},
     metrics,
@@ -36,7 +36,9 @@ pub(crate) fn spawn(core: Weak<Core>, jobs: mpsc::UnboundedReceiver<Job>) {
 }
 
 async fn run(core: Weak<Core>, mut jobs: mpsc::UnboundedReceiver<Job>) {
-    let Some(registry) = core.upgrade().map(|c| c.registry.clone()) else { return };
+    let Some((registry, unfinished)) = core.upgrade().map(|c| (c.registry.clone(), c.jobs.unfinished())) else {
+        return;
+    };
     loop {
         // Only a weak reference to the client while asleep, so it can be dropped.
         let next = match core.upgrade() {
@@ -49,25 +51,25 @@ async fn run(core: Weak<Core>, mut jobs: mpsc::UnboundedReceiver<Job>) {
             () = registry.changed.notified() => {}
             job = jobs.recv() => match job {
                 None => return,
-                Some(job) => run_job(job),
+                Some(job) => run_job(job, unfinished.clone()),
             },
         }
     }
 }
 
-fn run_job(job: Job) {
-    match job {
-        Job::Release(core, lease) => {
-            tokio::spawn(async move {
+/// Runs `job` in its own task, and counts it finished when it is.
+fn run_job(job: Job, unfinished: Arc<Unfinished>) {
+    tokio::spawn(async move {
+        match job {
+            Job::Release(core, lease) => {
                 if let Err(e) = core.release(&lease).await {
                     tracing::warn!(lock = %lease.hold.keys.name, error = %e, "background release failed; the lease will expire");
                 }
-            });
+            }
+            Job::Background(work) => work.await,
         }
-        Job::Background(work) => {
-            tokio::spawn(work);
-        }
-    }
+        unfinished.done();
+    });
 }
 
 /// One pass: declares overdue leases lost, renews the due ones in one pipeline, and returns when

@@ -161,7 +161,7 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
-    match cli.command {
+    let result = match cli.command {
         Command::Acquire { name, ttl_ms, fixed, wait_ms, hold_ms } => {
             let fixed_lease = ttl_ms.filter(|_| fixed).map(Duration::from_millis);
             acquire(&client, &name, fixed_lease, wait_ms, hold_ms).await
@@ -185,8 +185,15 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-    }
+    };
+    // A waiter that gave up leaves its place in the background (an etcd or ZooKeeper queue node):
+    // let it finish before the process exits, or the node blocks the lock until its lease ends.
+    client.flush(FLUSH_WITHIN).await;
+    result
 }
+
+/// How long lockctl waits for background work (a waiter leaving its place) before exiting.
+const FLUSH_WITHIN: Duration = Duration::from_secs(2);
 
 async fn acquire(
     client: &LockClient,

@@ -28,6 +28,24 @@ async fn dropping_a_guard_releases_in_the_background() {
     assert_eq!(client.held_leases(), 0);
 }
 
+/// `flush` returns once the background release of a dropped guard is done: the key is gone at
+/// that moment, not eventually. Without the flush (the control) it is still there right after the
+/// drop.
+#[tokio::test]
+async fn flush_waits_for_the_background_release() {
+    let client = client().await;
+    let mut conn = raw().await;
+    let (flushed, control) = (unique("flushed"), unique("not-flushed"));
+    let guards = (client.try_lock(&flushed).await.unwrap().unwrap(), client.try_lock(&control).await.unwrap().unwrap());
+
+    drop(guards.1);
+    assert!(exists(&mut conn, &lock_key(&control)).await, "a dropped guard is released later, not at once");
+    drop(guards.0);
+    assert!(client.flush(Duration::from_secs(5)).await);
+
+    assert!(!exists(&mut conn, &lock_key(&flushed)).await);
+}
+
 #[tokio::test]
 async fn dropped_acquire_futures_leave_no_lock_behind() {
     let client = client().await;
