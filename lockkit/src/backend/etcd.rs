@@ -34,7 +34,9 @@
 //! less a drift margin, so it ends before etcd's own expiry). A holder paused past its lease
 //! cannot be stopped by any lock: the protected store must refuse stale fences. Deleting a held
 //! key by hand (`etcdctl del`) while its lease lives is not noticed by its holder until its
-//! release. Only the plain lock is kept here: the other primitives and the lock-delay are refused
+//! release. A process that exits right after an acquire gave up, before the background leave
+//! ran (a CLI), leaves its waiter's key until its lease's TTL, as a Go session that is not closed
+//! does: ask a short lease of such acquires. Only the plain lock is kept here: the other primitives and the lock-delay are refused
 //! with a `Config` error. Keys are named by the lock name itself (`config.prefix` is not used),
 //! exactly as etcd's recipe names them; a name `a` also counts keys of a name `a/b` as contenders,
 //! as in Go.
