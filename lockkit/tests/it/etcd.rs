@@ -371,12 +371,17 @@ async fn etcdctl_lock_excludes_us() {
         let (url, name) = (url.clone(), name.clone());
         tokio::task::spawn_blocking(move || etcdctl_holding(&url, &name, 3)).await.unwrap()
     };
+    let held_at = Instant::now();
 
     let refused = client.lock(&name, Duration::from_millis(300)).await.unwrap_err();
-    let guard = client.lock(&name, Duration::from_secs(10)).await.expect("granted once etcdctl exits");
+    let guard = client.lock(&name, Duration::from_secs(10)).await.expect("granted once etcdctl lets go");
+    let granted_after = held_at.elapsed();
 
     assert!(refused.is_timeout(), "{refused}");
-    assert!(etcdctl.try_wait().unwrap().is_some_and(|s| s.success()), "granted only after etcdctl let go");
+    assert!(granted_after >= Duration::from_millis(2500), "granted {granted_after:?} into etcdctl's 3 s hold");
+    assert!(granted_after < Duration::from_secs(5), "woken by etcdctl's unlock, not later");
+    let exited = tokio::task::spawn_blocking(move || wait_exit(&mut etcdctl, Duration::from_secs(5))).await.unwrap();
+    assert!(exited.is_some_and(|s| s.success()));
     assert!(guard.release().await.unwrap());
 }
 
