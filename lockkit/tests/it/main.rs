@@ -7,6 +7,8 @@ mod support;
 
 mod cancel;
 mod cluster;
+mod etcd;
+mod etcd_server;
 mod fencing;
 mod interop;
 mod lease;
