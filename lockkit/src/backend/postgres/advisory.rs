@@ -211,8 +211,12 @@ impl Backend for PgAdvisory {
                     let _ = tokio::time::timeout(timeout, client.query_typed(&sql.undo, &[(&name, Type::TEXT)])).await;
                 })
             };
-            let row = bounded("an acquire", self.shared.timeout, client.query_typed_one(&self.sql.try_lock, &[(&key, Type::TEXT)]))
-                .await?;
+            let row = bounded(
+                "an acquire",
+                self.shared.timeout,
+                client.query_typed_one(&self.sql.try_lock, &[(&key, Type::TEXT)]),
+            )
+            .await?;
             undo.disarm();
             let Some(fence) = row.get::<_, Option<i64>>(0) else {
                 self.put_back(client);
@@ -232,7 +236,8 @@ impl Backend for PgAdvisory {
             let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
                 [(&key, Type::TEXT), (&hold.keys.name, Type::TEXT)];
             let outcome =
-                bounded("a release", self.shared.timeout, pinned.client.query_typed_one(&self.sql.release, &params)).await;
+                bounded("a release", self.shared.timeout, pinned.client.query_typed_one(&self.sql.release, &params))
+                    .await;
             match outcome {
                 Ok(row) => {
                     let released: bool = row.get(0);
@@ -263,8 +268,11 @@ impl Backend for PgAdvisory {
                 let key = self.shared.names.advisory_key(&r.hold.keys.name);
                 let sent_at = Instant::now();
                 let timeout = self.shared.timeout;
-                match tokio::time::timeout(timeout, pinned.client.query_typed_one(&self.sql.holds, &[(&key, Type::TEXT)]))
-                    .await
+                match tokio::time::timeout(
+                    timeout,
+                    pinned.client.query_typed_one(&self.sql.holds, &[(&key, Type::TEXT)]),
+                )
+                .await
                 {
                     Ok(Ok(row)) if row.get::<_, bool>(0) => {
                         let mut deadline = pinned.deadline.lock().unwrap();

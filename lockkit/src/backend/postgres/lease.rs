@@ -37,7 +37,8 @@ struct Statements {
     /// The outer `SELECT` sees the statement's snapshot: the row a concurrent acquire inserted
     /// after it may be invisible, and then neither column is set (retry soon).
     acquire: String,
-    /// `$1` name, `$2` token → rows deleted (0 or 1); notifies the waiters when 1.
+    /// `$1` name, `$2` token → 1 if our row was still unexpired, else 0. Deletes our row even if
+    /// expired (nobody took it yet) and then notifies the waiters.
     release: String,
     /// `$1` names, `$2` tokens, `$3` leases in ms → the (name, token) pairs still ours, extended.
     renew: String,
@@ -62,8 +63,11 @@ impl Statements {
                       FROM {table} WHERE name = $1) AS ttl_ms"
             ),
             release: format!(
-                "WITH released AS (DELETE FROM {table} WHERE name = $1 AND token = $2 RETURNING name)
-                 SELECT count(*) FROM (SELECT pg_notify('{channel}', name) FROM released) notified"
+                "WITH released AS (
+                   DELETE FROM {table} WHERE name = $1 AND token = $2
+                   RETURNING name, expires_at > clock_timestamp() AS unexpired)
+                 SELECT count(*) FILTER (WHERE unexpired)
+                 FROM (SELECT pg_notify('{channel}', name), unexpired FROM released) notified"
             ),
             renew: format!(
                 "UPDATE {table} AS l SET expires_at = clock_timestamp() + r.lease_ms * interval '1 millisecond'
@@ -128,7 +132,8 @@ impl Backend for PgLease {
                 UndoOnCancel::new(jobs, async move {
                     let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
                         [(&name, Type::TEXT), (&token, Type::TEXT)];
-                    if !matches!(tokio::time::timeout(timeout, client.query_typed(&release, &params)).await, Ok(Ok(_))) {
+                    if !matches!(tokio::time::timeout(timeout, client.query_typed(&release, &params)).await, Ok(Ok(_)))
+                    {
                         tracing::warn!(lock = %name, "could not undo an abandoned acquire; it will expire");
                     }
                 })
@@ -136,8 +141,12 @@ impl Backend for PgLease {
             let lease_ms = millis(lease);
             let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
                 [(name, Type::TEXT), (&token, Type::TEXT), (&lease_ms, Type::INT8)];
-            let row = super::bounded("an acquire", self.shared.timeout, lane.client.query_typed_one(&self.sql.acquire, &params))
-                .await;
+            let row = super::bounded(
+                "an acquire",
+                self.shared.timeout,
+                lane.client.query_typed_one(&self.sql.acquire, &params),
+            )
+            .await;
             pool.report(&lane, &row).await;
             // An error leaves `undo` armed: the statement may have run although its answer was lost.
             let row = row?;

@@ -236,7 +236,8 @@ async fn raise_fence(shared: &Shared, at_least: Fence) -> Result<Fence> {
         Ok(messages) => first_value(messages),
         Err(refused) if refused.kind() == ErrorKind::Config => {
             let current = names.current_fence();
-            let current = first_value(shared.pool.run("a fence read", async |c| c.simple_query(&current).await).await?)?;
+            let current =
+                first_value(shared.pool.run("a fence read", async |c| c.simple_query(&current).await).await?)?;
             if current >= at_least {
                 Ok(current)
             } else {
