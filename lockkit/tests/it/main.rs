@@ -2,6 +2,7 @@
 //! against Redlock masters and a Redis Cluster that the tests start themselves (`servers`).
 //! One test binary; each module is one behaviour a user relies on.
 
+mod postgres_server;
 mod servers;
 mod support;
 
@@ -15,6 +16,7 @@ mod lease;
 mod lockctl;
 mod mutual_exclusion;
 mod operations;
+mod postgres;
 mod primitives;
 mod redlock;
 mod waiting;

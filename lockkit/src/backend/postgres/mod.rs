@@ -1,0 +1,528 @@
+//! PostgreSQL: two locks on one server, chosen by the URL. Both keep only the plain lock (every
+//! primitive is refused with a config error), take their fences from one sequence, and wake
+//! waiters with `LISTEN`/`NOTIFY` instead of polling.
+//!
+//! # `postgres://`: a lease table ([`lease`])
+//!
+//! The database lock of the articles, done right. One row per held name, timed by the
+//! **server's** clock (`clock_timestamp()`, not `now()`, which is the start of the transaction):
+//!
+//! ```sql
+//! CREATE TABLE lockkit_locks (name text PRIMARY KEY, token text NOT NULL,
+//!                             fence bigint NOT NULL, expires_at timestamptz NOT NULL);
+//! CREATE SEQUENCE lockkit_fence;
+//! ```
+//!
+//! (created `IF NOT EXISTS` when a client connects; `lockkit` is the client's prefix, which must
+//! be a lowercase SQL identifier here). An acquire is one statement: an `INSERT ... ON CONFLICT
+//! DO UPDATE ... WHERE expires_at <= clock_timestamp() RETURNING fence` that takes a free or
+//! expired row, and, in the same round trip, the holder's remaining time when it did not. A
+//! renewal is an owner-checked `UPDATE` of every lease of the client in one statement (`unnest`
+//! of arrays); a release an owner-checked `DELETE` plus `pg_notify` in one transaction.
+//!
+//! Fits when: the connection may blip (the lease outlives it), the client goes through PgBouncer
+//! in transaction pooling mode (every operation is one autocommit statement), and a write per
+//! renewal (every third of the lease, batched per client) is affordable.
+//!
+//! # `postgres+advisory://`: session advisory locks ([`advisory`])
+//!
+//! `pg_try_advisory_lock(hashtextextended('<prefix>:<name>', 0))` on a session that the lock then
+//! pins for its whole life: **one connection per held lock**. No table and no writes (only the
+//! fence sequence), and the server releases the lock the moment the session ends, whatever the
+//! client's state. A psql user takes the same lock with
+//! `SELECT pg_advisory_lock(hashtextextended('lockkit:orders', 0));`. Does not work through
+//! transaction pooling (the lock belongs to a session that the pooler hands to others).
+//!
+//! # Fences
+//!
+//! Every grant takes `nextval('<prefix>_fence')` in the statement that grants it: one sequence for
+//! all names, so fences are strictly increasing per name (and across names), with gaps (a refused
+//! lease acquire burns a value too). A sequence is durable and never goes back, so the fences
+//! survive a server restart. [`raise_fence`](super::Backend::raise_fence) moves the sequence up
+//! (`setval`, serialised against concurrent grants by `ALTER SEQUENCE`'s lock; it needs the role
+//! to own the sequence), never down.
+//!
+//! # Failure rule (what makes `lost()` fire)
+//!
+//! - Lease table: the watchdog's owner-checked `UPDATE` matched no row (the lease expired on the
+//!   server's clock and someone took it, or the row was deleted): lost at once. No answer (server
+//!   down, frozen, unreachable) until the local deadline: lost then; the row expires on the server
+//!   at about the same time, so the next holder never overlaps a holder that still believes.
+//! - Advisory: the renewal is one round trip on the pinned session asking whether it still holds
+//!   the lock. A closed session (killed backend, server restart, `pg_terminate_backend`) is lost at
+//!   once: the server released the lock when the session ended. No answer until the local
+//!   deadline: lost then, and the client closes the session at the lease's end, which releases
+//!   the lock on a live server.
+//!
+//! # Waiting
+//!
+//! One dedicated connection per client runs `LISTEN <prefix>_released`; a release sends
+//! `pg_notify('<prefix>_released', name)` in its own transaction, which wakes this process's
+//! waiters of that name. Expiry and a dead advisory session notify nobody: waiters sleep at most
+//! the holder's remaining lease (lease table) or the client's wake safety interval (advisory).
+//! While the listening connection is down (or does not answer its periodic ping), waiters poll.
+//!
+//! # Connections and TLS
+//!
+//! `connections` command connections (round robin, each replaced after an error or a timeout),
+//! one listening connection, and for advisory locks one session per held lock (sessions of
+//! refused attempts are kept for reuse, up to `connections` of them). Every statement is bounded
+//! by the command timeout. The URL is tokio-postgres' (`postgres://user:password@host:port/db`,
+//! passwords work); TLS is not built: `sslmode=require` fails to connect, `prefer` (the default)
+//! connects without it.
+
+mod advisory;
+mod lease;
+
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use futures_util::StreamExt;
+use tokio_postgres::{AsyncMessage, Client, NoTls, SimpleQueryMessage};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::{Backend, PgMode};
+use crate::{
+    Fence,
+    core::Config,
+    error::{Error, ErrorKind, Result},
+    keys::LockKeys,
+    wake::WakeHub,
+};
+
+/// Longest a PostgreSQL prefix may be: `<prefix>_released` must fit in an identifier (63 bytes).
+const MAX_PREFIX_LEN: usize = 54;
+
+/// Opens the backend: connects, creates the table and the sequence if missing, and starts the
+/// listening connection.
+pub(crate) async fn open(url: &str, mode: PgMode, config: &Config, connections: usize) -> Result<Arc<dyn Backend>> {
+    let names = Names::new(&config.prefix)?;
+    // tokio-postgres' parse errors may quote the URL: never pass them on.
+    let mut pg: tokio_postgres::Config = url.parse().map_err(|_| {
+        Error::new(ErrorKind::Config, "invalid postgres URL (expected postgres://user:password@host:port/db?options)")
+    })?;
+    if pg.get_application_name().is_none() {
+        pg.application_name("lockkit");
+    }
+    let server = Server { config: pg, timeout: config.command_timeout };
+    let pool = Pool::new(server.clone(), connections);
+    let schema = names.schema(mode);
+    pool.run("the schema creation", async |client| client.batch_execute(&schema).await).await?;
+    let wake = WakeHub::local(config.command_timeout);
+    let stop = CancellationToken::new();
+    tokio::spawn(listen(server.clone(), names.clone(), wake.clone(), stop.clone()));
+    let shared = Shared { names, pool, wake, timeout: config.command_timeout, _listener: stop.drop_guard() };
+    Ok(match mode {
+        PgMode::Lease => Arc::new(lease::PgLease::new(shared)),
+        PgMode::Advisory => Arc::new(advisory::PgAdvisory::new(shared, server, connections)),
+    })
+}
+
+/// What both locks share: the SQL names, the command connections and the wake-up hub.
+struct Shared {
+    names: Names,
+    pool: Pool,
+    /// Fed by the listening connection's notifications.
+    wake: WakeHub,
+    timeout: Duration,
+    /// Stops the listening task when the backend is dropped.
+    _listener: DropGuard,
+}
+
+/// The SQL names derived from the client's prefix (validated, so they are safe to splice).
+#[derive(Debug, Clone)]
+struct Names {
+    prefix: String,
+    /// `<prefix>_locks`: the lease table.
+    table: String,
+    /// `<prefix>_fence`: the fence sequence of both locks.
+    sequence: String,
+    /// `<prefix>_released`: the `NOTIFY` channel of releases; the payload is the lock name.
+    channel: String,
+}
+
+impl Names {
+    fn new(prefix: &str) -> Result<Self> {
+        let valid = !prefix.is_empty()
+            && prefix.len() <= MAX_PREFIX_LEN
+            && prefix.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "prefix {prefix:?} must be a lowercase SQL identifier on PostgreSQL (a-z, 0-9, _, not starting \
+                     with a digit, at most {MAX_PREFIX_LEN} bytes): it names the table, sequence and channel"
+                ),
+            ));
+        }
+        Ok(Self {
+            prefix: prefix.to_owned(),
+            table: format!("{prefix}_locks"),
+            sequence: format!("{prefix}_fence"),
+            channel: format!("{prefix}_released"),
+        })
+    }
+
+    /// The objects a mode needs, created once (one implicit transaction; the transaction-scoped
+    /// advisory lock keeps concurrent clients from racing on the catalog).
+    fn schema(&self, mode: PgMode) -> String {
+        let Self { table, sequence, .. } = self;
+        let table = match mode {
+            PgMode::Lease => format!(
+                "CREATE TABLE IF NOT EXISTS {table} (name text PRIMARY KEY, token text NOT NULL, \
+                 fence bigint NOT NULL, expires_at timestamptz NOT NULL);"
+            ),
+            PgMode::Advisory => String::new(),
+        };
+        format!(
+            "SELECT pg_advisory_xact_lock(hashtextextended('lockkit schema {sequence}', 0)); \
+             CREATE SEQUENCE IF NOT EXISTS {sequence}; {table}"
+        )
+    }
+
+    /// The wake-up channel of a lock name, as `Hold::wake_channel` names it for a plain lock.
+    fn wake_channel(&self, name: &str) -> Option<String> {
+        LockKeys::new(&self.prefix, name).ok().map(|keys| keys.released)
+    }
+
+    /// The text whose `hashtextextended(_, 0)` is the advisory key of `name`.
+    fn advisory_key(&self, name: &str) -> String {
+        format!("{}:{name}", self.prefix)
+    }
+
+    /// Raises the fence sequence to at least `$at_least` and returns its value (0 if never
+    /// used). `ALTER SEQUENCE` takes a lock that `nextval` waits for, so no grant slips between
+    /// the read and the `setval`; both statements are one implicit transaction.
+    fn raise_fence(&self, at_least: i64) -> String {
+        let sequence = &self.sequence;
+        format!(
+            "ALTER SEQUENCE {sequence} INCREMENT BY 1; \
+             SELECT CASE WHEN {at_least} > cur THEN setval('{sequence}', {at_least}) ELSE cur END \
+             FROM (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS cur FROM {sequence}) s"
+        )
+    }
+
+    /// The current value of the fence sequence (0 if never used).
+    fn current_fence(&self) -> String {
+        format!("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}", self.sequence)
+    }
+}
+
+/// Raises the fence sequence to at least `at_least` (see [`Names::raise_fence`]). A role that
+/// may not alter the sequence (not its owner) still gets the current value if it is high enough.
+async fn raise_fence(shared: &Shared, at_least: Fence) -> Result<Fence> {
+    let target = i64::try_from(at_least.get())
+        .map_err(|_| Error::new(ErrorKind::Config, "a fence above i64::MAX does not fit a PostgreSQL sequence"))?;
+    let names = &shared.names;
+    let first_value = |messages: Vec<SimpleQueryMessage>| -> Result<Fence> {
+        messages
+            .iter()
+            .find_map(|m| match m {
+                SimpleQueryMessage::Row(row) => row.get(0).and_then(|v| v.parse::<u64>().ok()),
+                _ => None,
+            })
+            .map(Fence::new)
+            .ok_or_else(|| Error::new(ErrorKind::Unavailable, "postgresql returned no fence value"))
+    };
+    let sql = names.raise_fence(target);
+    match shared.pool.run("a fence raise", async |c| c.simple_query(&sql).await).await {
+        Ok(messages) => first_value(messages),
+        Err(refused) if refused.kind() == ErrorKind::Config => {
+            let current = names.current_fence();
+            let current =
+                first_value(shared.pool.run("a fence read", async |c| c.simple_query(&current).await).await?)?;
+            if current >= at_least {
+                Ok(current)
+            } else {
+                Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "cannot raise the fence sequence {} to {at_least} (it is at {current}): this role may not \
+                         alter it; its owner can run SELECT setval('{}', {at_least})",
+                        names.sequence, names.sequence
+                    ),
+                )
+                .with_source(refused))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// How to reach the server. Holds the password: never logged.
+#[derive(Clone)]
+struct Server {
+    config: tokio_postgres::Config,
+    /// The client's command timeout: bounds connecting and every statement.
+    timeout: Duration,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server").field("timeout", &self.timeout).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A new session whose connection is driven by its own task (ending with the client).
+    async fn client(&self) -> Result<Client> {
+        let (client, connection) = self.connect().await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "lockkit postgres connection ended");
+            }
+        });
+        Ok(client)
+    }
+
+    async fn connect(
+        &self,
+    ) -> Result<(Client, tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>)> {
+        match tokio::time::timeout(self.timeout, self.config.connect(NoTls)).await {
+            Ok(Ok(pair)) => Ok(pair),
+            Ok(Err(e)) => Err(pg_error("a connection", e)),
+            Err(_) => Err(unanswered("a connection", self.timeout)),
+        }
+    }
+}
+
+/// The command connections: a few sessions that every statement is spread over (tokio-postgres
+/// pipelines concurrent statements on one), each replaced after an error or a timeout.
+struct Pool {
+    server: Server,
+    /// One session per slot, connected lazily; the async mutex makes one caller connect while the
+    /// others of that slot wait for it.
+    slots: Vec<tokio::sync::Mutex<Option<Arc<Client>>>>,
+    next: AtomicUsize,
+}
+
+/// A session checked out of the pool, and its slot (to replace it if it fails).
+struct Lane {
+    slot: usize,
+    client: Arc<Client>,
+}
+
+impl Pool {
+    fn new(server: Server, connections: usize) -> Self {
+        let slots = (0..connections.max(1)).map(|_| tokio::sync::Mutex::new(None)).collect();
+        Self { server, slots, next: AtomicUsize::new(0) }
+    }
+
+    /// The next session round robin, connecting it if needed (bounded by the command timeout).
+    async fn checkout(&self) -> Result<Lane> {
+        let slot = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut session = self.slots[slot].lock().await;
+        if let Some(client) = session.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(Lane { slot, client: client.clone() });
+        }
+        let client = Arc::new(self.server.client().await?);
+        *session = Some(client.clone());
+        Ok(Lane { slot, client })
+    }
+
+    /// Forgets the lane's session after a failure, so that the next checkout reconnects (a
+    /// statement still running on it finishes: whoever holds the session keeps it alive).
+    async fn report<T>(&self, lane: &Lane, outcome: &Result<T>) {
+        if outcome.as_ref().is_err_and(Error::is_unavailable) {
+            let mut session = self.slots[lane.slot].lock().await;
+            if session.as_ref().is_some_and(|c| Arc::ptr_eq(c, &lane.client)) {
+                *session = None;
+            }
+        }
+    }
+
+    /// Runs `op` on a session, bounded by the command timeout.
+    async fn run<T>(
+        &self,
+        what: &str,
+        op: impl AsyncFnOnce(&Client) -> std::result::Result<T, tokio_postgres::Error>,
+    ) -> Result<T> {
+        let lane = self.checkout().await?;
+        let outcome = bounded(what, self.server.timeout, op(&lane.client)).await;
+        self.report(&lane, &outcome).await;
+        outcome
+    }
+}
+
+/// `future` (a statement) bounded by `timeout`, its error mapped.
+async fn bounded<T>(
+    what: &str,
+    timeout: Duration,
+    future: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, future).await {
+        Ok(outcome) => outcome.map_err(|e| pg_error(what, e)),
+        Err(_) => Err(unanswered(what, timeout)),
+    }
+}
+
+fn unanswered(what: &str, after: Duration) -> Error {
+    Error::new(ErrorKind::Unavailable, format!("postgresql did not answer {what} within {after:?}"))
+}
+
+/// A PostgreSQL error as a lockkit error: connection trouble and the server's transient refusals
+/// (SQLSTATE classes 08 connection, 40 rollback, 53 resources, 55 object state, 57 operator
+/// intervention such as a shutdown, 58 system) are retryable; any other refusal is a setup
+/// problem (missing privileges, a table of another shape), which retrying will not fix.
+fn pg_error(what: &str, e: tokio_postgres::Error) -> Error {
+    let transient = match e.as_db_error() {
+        Some(db) => ["08", "40", "53", "55", "57", "58"].iter().any(|class| db.code().code().starts_with(class)),
+        None => true,
+    };
+    if transient {
+        Error::new(ErrorKind::Unavailable, format!("postgresql could not run {what}")).with_source(e)
+    } else {
+        Error::new(ErrorKind::Config, format!("postgresql refused {what} (check the lockkit objects and privileges)"))
+            .with_source(e)
+    }
+}
+
+/// How often the listening connection proves it is alive: a frozen server keeps its sockets open,
+/// and waiters must not trust wake-ups that cannot come.
+const LISTEN_PING: Duration = Duration::from_secs(2);
+
+/// Longest pause between reconnection attempts of the listening connection.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// The listening connection: `LISTEN <prefix>_released`, each notification waking the waiters of
+/// the lock it names; reconnects with backoff, telling the hub while it is down.
+async fn listen(server: Server, names: Names, wake: WakeHub, stop: CancellationToken) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if let Ok((client, mut connection)) = server.connect().await {
+            let deliver = {
+                let (names, wake) = (names.clone(), wake.clone());
+                async move {
+                    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+                    while let Some(Ok(message)) = messages.next().await {
+                        if let AsyncMessage::Notification(n) = message
+                            && let Some(channel) = names.wake_channel(n.payload())
+                        {
+                            wake.deliver_all(&channel);
+                        }
+                    }
+                }
+            };
+            let deliver = tokio::spawn(deliver);
+            let listen = format!("LISTEN {}", names.channel);
+            if bounded("LISTEN", server.timeout, client.batch_execute(&listen)).await.is_ok() {
+                backoff = Duration::from_millis(50);
+                wake.set_connected(true);
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => {
+                            deliver.abort();
+                            return;
+                        }
+                        () = tokio::time::sleep(LISTEN_PING) => {
+                            if bounded("a ping", server.timeout, client.simple_query("")).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    if deliver.is_finished() {
+                        break;
+                    }
+                }
+            }
+            deliver.abort();
+        }
+        wake.set_connected(false);
+        tracing::debug!("lockkit postgres LISTEN connection down; waiters poll until it returns");
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// A glob (`*`, `?`, `[...]`, `\` escapes, as Redis `SCAN MATCH` takes) as an anchored POSIX
+/// regular expression for PostgreSQL's `~`.
+fn glob_to_regex(glob: &str) -> String {
+    let mut out = String::from("^");
+    let mut chars = glob.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => out.push_str(".*"),
+            '?' => out.push('.'),
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    push_literal(&mut out, next);
+                }
+            }
+            '[' => {
+                let class: String = chars.clone().take_while(|&c| c != ']').collect();
+                if chars.clone().nth(class.chars().count()) == Some(']') && !class.is_empty() {
+                    out.push('[');
+                    for c in class.chars() {
+                        if c == '\\' {
+                            out.push_str("\\\\");
+                        } else {
+                            out.push(c);
+                        }
+                    }
+                    out.push(']');
+                    for _ in 0..=class.chars().count() {
+                        chars.next();
+                    }
+                } else {
+                    push_literal(&mut out, '[');
+                }
+            }
+            other => push_literal(&mut out, other),
+        }
+    }
+    out.push('$');
+    out
+}
+
+fn push_literal(out: &mut String, c: char) {
+    if !c.is_alphanumeric() && c != ' ' && c != '_' {
+        out.push('\\');
+    }
+    out.push(c);
+}
+
+/// Whether `pattern` has glob metacharacters (otherwise it is one exact name).
+fn is_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?', '[', '\\'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_must_be_sql_identifiers() {
+        assert_eq!(Names::new("lockkit").unwrap().table, "lockkit_locks");
+        assert_eq!(Names::new("app_2").unwrap().channel, "app_2_released");
+        for bad in ["", "Lockkit", "2x", "a-b", "a;drop", "x\"", &"a".repeat(55)] {
+            assert_eq!(Names::new(bad).unwrap_err().kind(), ErrorKind::Config, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn globs_become_anchored_regexes() {
+        assert_eq!(glob_to_regex("orders:*"), "^orders\\:.*$");
+        assert_eq!(glob_to_regex("a?c"), "^a.c$");
+        assert_eq!(glob_to_regex("x[0-9]"), "^x[0-9]$");
+        assert_eq!(glob_to_regex("a.b\\*"), "^a\\.b\\*$");
+        assert_eq!(glob_to_regex("open[x"), "^open\\[x$");
+        assert!(is_glob("a*") && !is_glob("test:name:1"));
+    }
+
+    #[test]
+    fn the_wake_channel_is_the_plain_locks() {
+        let names = Names::new("lockkit").unwrap();
+        assert_eq!(names.wake_channel("orders"), Some("{lockkit:orders}:released".to_owned()));
+        assert_eq!(names.advisory_key("orders"), "lockkit:orders");
+    }
+}

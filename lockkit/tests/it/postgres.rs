@@ -1,0 +1,421 @@
+//! PostgreSQL: the lease table (`postgres://`) and session advisory locks
+//! (`postgres+advisory://`) on a real server: the shared one at `DATABASE_URL`
+//! (`scripts/services.sh` starts it), and for the tests that crash it, a server of their own
+//! (`postgres_server`).
+
+#![cfg(feature = "postgres")]
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient};
+
+use crate::{
+    postgres_server::PgServer,
+    support::{eventually, unique},
+};
+
+/// The shared server's URL; CI exports it.
+fn database_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "DATABASE_URL is unset: start PostgreSQL with `scripts/services.sh` (make services) and export \
+             DATABASE_URL=postgres://seckill@127.0.0.1:5440/seckill"
+        )
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Lease,
+    Advisory,
+}
+
+const MODES: [Mode; 2] = [Mode::Lease, Mode::Advisory];
+
+/// The lockkit URL of `mode` on the server of `base` (a `postgres://` URL).
+fn url(mode: Mode, base: &str) -> String {
+    match mode {
+        Mode::Lease => base.to_owned(),
+        Mode::Advisory => base.replacen("postgres://", "postgres+advisory://", 1),
+    }
+}
+
+/// A client whose waiters would sleep 30 s without a wake-up.
+async fn client(url: &str) -> LockClient {
+    LockClient::builder(url).wake_safety_interval(Duration::from_secs(30)).connect().await.unwrap()
+}
+
+/// A plain session, standing in for another application or psql.
+async fn raw(base: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// Tasks spread over `clients` each take `name_of(task)` in turn; returns how often two were inside
+/// at once, and the fences in the order the holders entered.
+async fn overlaps(clients: &[LockClient], name_of: impl Fn(usize) -> String) -> (u32, Vec<Fence>) {
+    let inside = Arc::new(AtomicU32::new(0));
+    let overlaps = Arc::new(AtomicU32::new(0));
+    let entered = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (client, name) = (clients[task % clients.len()].clone(), name_of(task));
+        let (inside, overlaps, entered) = (inside.clone(), overlaps.clone(), entered.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                let guard = client.lock(&name, Duration::from_secs(20)).await.unwrap();
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                entered.lock().unwrap().push(guard.fence());
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert!(guard.release().await.unwrap());
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let fences = entered.lock().unwrap().clone();
+    (overlaps.load(Ordering::SeqCst), fences)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_no_two_holders_and_fences_increase_in_both_modes() {
+    for mode in MODES {
+        let url = url(mode, &database_url());
+        let clients = [client(&url).await, client(&url).await, client(&url).await];
+        let name = unique("pg-mutex");
+
+        let (overlapped, fences) = overlaps(&clients, |_| name.clone()).await;
+
+        assert_eq!(overlapped, 0, "{mode:?}");
+        assert_eq!(fences.len(), 40);
+        assert!(fences.windows(2).all(|w| w[0] < w[1]), "{mode:?}: fences rise holder after holder: {fences:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_control_the_overlap_detector_catches_tasks_that_do_not_share_a_lock() {
+    let url = database_url();
+    let clients = [client(&url).await, client(&url).await];
+
+    // The control: the same tasks, each on its own name, so the lock excludes nobody.
+    let (overlapped, _) = overlaps(&clients, |task| unique(&format!("pg-control-{task}"))).await;
+
+    assert!(overlapped > 0, "without a shared lock the detector must see overlaps");
+}
+
+#[tokio::test]
+async fn postgres_a_waiter_wakes_on_release_without_polling() {
+    for mode in MODES {
+        let url = url(mode, &database_url());
+        let (holder, waiter_client) = (client(&url).await, client(&url).await);
+        let name = unique("pg-wake");
+        let held = holder.try_lock(&name).await.unwrap().unwrap();
+        let waiter = {
+            let name = name.clone();
+            tokio::spawn(async move { waiter_client.lock(&name, Duration::from_secs(20)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!waiter.is_finished(), "{mode:?}: the waiter waits while the lock is held");
+
+        let released_at = Instant::now();
+        held.release().await.unwrap();
+        let guard = waiter.await.unwrap().expect("woken by the release");
+
+        // Neither the holder's 30 s lease nor the 30 s safety interval could have woken it.
+        let after = released_at.elapsed();
+        assert!(after < Duration::from_secs(1), "{mode:?}: granted {after:?} after the release");
+        assert!(guard.fence() > Fence::new(0));
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn postgres_lease_lost_when_its_server_is_down_past_the_lease_and_taken_over_after_restart() {
+    let mut server = PgServer::start().await;
+    let client = LockClient::builder(server.url())
+        .default_lease(Duration::from_millis(1500))
+        .command_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    let name = unique("pg-lost");
+    let guard = client.try_lock(&name).await.unwrap().unwrap();
+    let fence = guard.fence();
+
+    server.crash();
+    let cause = tokio::time::timeout(Duration::from_secs(5), guard.lost()).await.expect("lost() fires");
+
+    assert_eq!(cause, LeaseLoss::Expired);
+    server.resume().await;
+    // The row expired on the server's clock: another client takes it, under a larger fence.
+    let other = LockClient::connect(&server.url()).await.unwrap();
+    let next = other.lock(&name, Duration::from_secs(5)).await.unwrap();
+    assert!(next.fence() > fence, "{} > {fence} across the restart", next.fence());
+    // The old client's sessions died with the server: let it reconnect, then release.
+    assert!(eventually(Duration::from_secs(5), || async { client.inspect(&name).await.is_ok() }).await);
+    assert!(eventually(Duration::from_secs(5), || async { client.inspect(&name).await.is_ok() }).await);
+    assert!(!guard.release().await.unwrap(), "the lost lease is not reported held");
+    assert!(next.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn postgres_advisory_lock_lost_at_once_when_its_session_is_terminated() {
+    let base = database_url();
+    let client = LockClient::builder(url(Mode::Advisory, &base))
+        .default_lease(Duration::from_millis(1500))
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.backend(), BackendKind::PostgresAdvisory);
+    let name = unique("pg-terminated");
+    let guard = client.try_lock(&name).await.unwrap().unwrap();
+    let info = client.inspect(&name).await.unwrap();
+    let pid: i32 = info[0].holders[0].id.strip_prefix("pid:").unwrap().parse().unwrap();
+
+    let started = Instant::now();
+    raw(&base).await.execute("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap();
+    let cause = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await.expect("lost() fires");
+
+    assert_eq!(cause, LeaseLoss::Gone, "the session's end is a loss, not a silence");
+    assert!(started.elapsed() < Duration::from_millis(1200), "found by the next renewal, before the deadline");
+    assert!(!guard.release().await.unwrap(), "the lost lock is not reported held");
+    let again = client.try_lock(&name).await.unwrap().expect("the server released it with the session");
+    again.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_fences_increase_across_a_server_crash_and_are_raised_never_lowered() {
+    let mut server = PgServer::start().await;
+    let mut last = Fence::new(0);
+    for mode in MODES {
+        let client = client(&url(mode, &server.url())).await;
+        for _ in 0..3 {
+            let guard = client.try_lock("orders").await.unwrap().unwrap();
+            assert!(guard.fence() > last, "{mode:?}: {} > {last}", guard.fence());
+            last = guard.fence();
+            guard.release().await.unwrap();
+        }
+    }
+
+    server.crash();
+    server.resume().await;
+
+    for mode in MODES {
+        let client = client(&url(mode, &server.url())).await;
+        let guard = client.try_lock("orders").await.unwrap().unwrap();
+        assert!(guard.fence() > last, "{mode:?} after the crash: {} > {last}", guard.fence());
+        last = guard.fence();
+        guard.release().await.unwrap();
+
+        let target = Fence::new(last.get() + 1000);
+        assert_eq!(client.ensure_fence_at_least("orders", target).await.unwrap(), target);
+        assert_eq!(client.ensure_fence_at_least("orders", Fence::new(3)).await.unwrap(), target, "never lowered");
+        let guard = client.try_lock("orders").await.unwrap().unwrap();
+        assert!(guard.fence() > target);
+        last = guard.fence();
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_dropped_acquires_leave_no_holder_behind() {
+    for mode in MODES {
+        let url = url(mode, &database_url());
+        let (client, checker) = (client(&url).await, client(&url).await);
+        let name = unique("pg-dropped-acquire");
+        let mut cancelled = 0;
+
+        // Cancelled at varied points of the round trip: before the statement was sent, and after
+        // the server granted the lock but before the answer arrived.
+        for i in 0..80u64 {
+            let deadline = Duration::from_micros(20 + (i * 37) % 1500);
+            match tokio::time::timeout(deadline, client.try_lock(&name)).await {
+                Ok(result) => drop(result.unwrap()),
+                Err(_) => cancelled += 1,
+            }
+            let next = checker.lock(&name, Duration::from_secs(5)).await.unwrap();
+            // Left behind, the lock would have held the checker for its 30 s lease (lease table) or
+            // for good (advisory).
+            assert!(next.waited() < Duration::from_secs(2), "{mode:?}: iteration {i} waited {:?}", next.waited());
+            next.release().await.unwrap();
+        }
+
+        assert!(cancelled > 0, "{mode:?}: some acquires must have been cancelled for this test to mean anything");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_cancelled_releases_still_release() {
+    for mode in MODES {
+        let url = url(mode, &database_url());
+        let client = client(&url).await;
+        let names: Vec<String> = (0..30).map(|_| unique("pg-cancelled-release")).collect();
+        let mut guards = Vec::new();
+        for name in &names {
+            guards.push(client.try_lock(name).await.unwrap().unwrap());
+        }
+
+        for (i, guard) in guards.into_iter().enumerate() {
+            let _ = tokio::time::timeout(Duration::from_micros(10 + i as u64 * 50), guard.release()).await;
+        }
+
+        let free = eventually(Duration::from_secs(5), || async {
+            for name in &names {
+                if client.inspect(name).await.unwrap().iter().any(|info| info.held) {
+                    return false;
+                }
+            }
+            client.held_leases() == 0
+        })
+        .await;
+        assert!(free, "{mode:?}: every release finished in the background");
+    }
+}
+
+#[tokio::test]
+async fn postgres_advisory_interop_with_a_psql_session_on_the_documented_key() {
+    let base = database_url();
+    let client = client(&url(Mode::Advisory, &base)).await;
+    let other = raw(&base).await;
+    let name = unique("pg-interop-advisory");
+    let key = format!("lockkit:{name}");
+    let psql_lock = "SELECT pg_advisory_lock(hashtextextended($1, 0))";
+
+    // Held by the other session: we time out.
+    other.execute(psql_lock, &[&key]).await.unwrap();
+    let err = client.lock(&name, Duration::from_millis(300)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    other.query_one("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&key]).await.unwrap();
+
+    // Held by us: the other session cannot take it.
+    let guard = client.lock(&name, Duration::from_secs(2)).await.unwrap();
+    let try_lock = "SELECT pg_try_advisory_lock(hashtextextended($1, 0))";
+    assert!(!other.query_one(try_lock, &[&key]).await.unwrap().get::<_, bool>(0));
+    guard.release().await.unwrap();
+    assert!(other.query_one(try_lock, &[&key]).await.unwrap().get::<_, bool>(0));
+}
+
+#[tokio::test]
+async fn postgres_lease_table_interop_with_the_documented_sql() {
+    let base = database_url();
+    let client = client(&base).await;
+    let other = raw(&base).await;
+    let name = unique("pg-interop-lease");
+
+    // Another client sees our holder, with our fence.
+    let guard = client.try_lock(&name).await.unwrap().unwrap();
+    let row = other
+        .query_one("SELECT fence FROM lockkit_locks WHERE name = $1 AND expires_at > clock_timestamp()", &[&name])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), guard.fence().as_i64());
+
+    // The fence check inside the service's own transaction: our fence writes, a stale one does not.
+    other.batch_execute("CREATE TEMP TABLE stock (sku text PRIMARY KEY, units int)").await.unwrap();
+    other.execute("INSERT INTO stock VALUES ('sku-1', 10)", &[]).await.unwrap();
+    let fenced = "UPDATE stock SET units = units - 1 WHERE sku = 'sku-1' AND EXISTS (
+                    SELECT 1 FROM lockkit_locks
+                    WHERE name = $1 AND fence = $2 AND expires_at > clock_timestamp())";
+    assert_eq!(other.execute(fenced, &[&name, &guard.fence().as_i64()]).await.unwrap(), 1);
+    assert_eq!(other.execute(fenced, &[&name, &(guard.fence().as_i64() - 1)]).await.unwrap(), 0);
+    assert!(guard.release().await.unwrap());
+    assert_eq!(other.execute(fenced, &[&name, &0i64]).await.unwrap(), 0, "nothing writes once released");
+
+    // A row written by the documented acquire SQL excludes us until the documented release.
+    let acquire = "INSERT INTO lockkit_locks AS l (name, token, fence, expires_at)
+                   VALUES ($1, $2, nextval('lockkit_fence'), clock_timestamp() + interval '30 seconds')
+                   ON CONFLICT (name) DO UPDATE
+                     SET token = excluded.token, fence = excluded.fence, expires_at = excluded.expires_at
+                     WHERE l.expires_at <= clock_timestamp()
+                   RETURNING fence";
+    let theirs: i64 = other.query_one(acquire, &[&name, &"their-token"]).await.unwrap().get(0);
+    assert!(client.try_lock(&name).await.unwrap().is_none(), "their row excludes us");
+    let info = &client.inspect(&name).await.unwrap()[0];
+    assert!(info.held && info.fence == Some(Fence::new(theirs as u64)));
+    other.execute("DELETE FROM lockkit_locks WHERE name = $1 AND token = $2", &[&name, &"their-token"]).await.unwrap();
+    let ours = client.try_lock(&name).await.unwrap().expect("free after their release");
+    assert!(ours.fence().as_i64() > theirs);
+    ours.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_keeps_only_the_plain_lock() {
+    for mode in MODES {
+        let client = client(&url(mode, &database_url())).await;
+        let name = unique("pg-primitives");
+
+        let refused = [
+            client.semaphore(&name, 2).await.err(),
+            client.reentrant(&name, "owner").await.err(),
+            client.fair(&name).await.err(),
+            client.acquire(&name).lock_delay(Duration::from_secs(1)).await.err(),
+        ];
+
+        for err in refused {
+            assert_eq!(err.expect("refused").kind(), ErrorKind::Config, "{mode:?}");
+        }
+    }
+}
+
+/// `lockctl` (built with the `cli` feature) on both URLs.
+#[cfg(feature = "cli")]
+mod cli {
+    use std::process::{Command, Output};
+
+    use serde_json::Value;
+
+    use super::*;
+
+    fn lockctl(url: &str, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lockctl")).args(["--url", url]).args(args).output().unwrap()
+    }
+
+    fn json_lines(output: &Output) -> Vec<Value> {
+        String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("JSON")).collect()
+    }
+
+    #[test]
+    fn postgres_lockctl_prints_the_fence_and_exits_3_when_held() {
+        for mode in MODES {
+            let url = url(mode, &database_url());
+            let name = unique("pg-cli");
+
+            let out = lockctl(&url, &["acquire", &name, "--hold-ms", "50"]);
+            assert!(out.status.success(), "{mode:?}: {}", String::from_utf8_lossy(&out.stderr));
+            let lines = json_lines(&out);
+            assert_eq!(lines[0]["event"], "acquired");
+            assert!(lines[0]["fence"].as_u64().unwrap() >= 1);
+            assert_eq!(lines[1]["event"], "released");
+            assert_eq!(lines[1]["held"], true);
+
+            let holder = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+                .args(["--url", &url, "acquire", &name, "--hold-ms", "3000"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let held = || json_lines(&lockctl(&url, &["inspect", &name])).first().is_some_and(|l| l["held"] == true);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !held() {
+                assert!(Instant::now() < deadline, "{mode:?}: the holder never showed up");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+
+            let out = lockctl(&url, &["acquire", &name, "--wait-ms", "100"]);
+
+            assert_eq!(out.status.code(), Some(3), "{mode:?}");
+            assert_eq!(json_lines(&out)[0]["event"], "not_acquired");
+            assert!(holder.wait_with_output().unwrap().status.success());
+        }
+    }
+}
