@@ -336,14 +336,20 @@ async fn postgres_lease_table_interop_with_the_documented_sql() {
     let acquire = "INSERT INTO lockkit_locks AS l (name, token, fence, expires_at)
                    VALUES ($1, $2, nextval('lockkit_fence'), clock_timestamp() + interval '30 seconds')
                    ON CONFLICT (name) DO UPDATE
-                     SET token = excluded.token, fence = excluded.fence, expires_at = excluded.expires_at
+                     SET token = excluded.token, fence = nextval('lockkit_fence'), expires_at = excluded.expires_at
                      WHERE l.expires_at <= clock_timestamp()
                    RETURNING fence";
     let theirs: i64 = other.query_one(acquire, &[&name, &"their-token"]).await.unwrap().get(0);
     assert!(client.try_lock(&name).await.unwrap().is_none(), "their row excludes us");
     let info = &client.inspect(&name).await.unwrap()[0];
     assert!(info.held && info.fence == Some(Fence::new(theirs as u64)));
-    other.execute("DELETE FROM lockkit_locks WHERE name = $1 AND token = $2", &[&name, &"their-token"]).await.unwrap();
+    other
+        .execute(
+            "UPDATE lockkit_locks SET token = '', expires_at = clock_timestamp() WHERE name = $1 AND token = $2",
+            &[&name, &"their-token"],
+        )
+        .await
+        .unwrap();
     let ours = client.try_lock(&name).await.unwrap().expect("free after their release");
     assert!(ours.fence().as_i64() > theirs);
     ours.release().await.unwrap();

@@ -37,8 +37,12 @@ struct Statements {
     /// The outer `SELECT` sees the statement's snapshot: the row a concurrent acquire inserted
     /// after it may be invisible, and then neither column is set (retry soon).
     acquire: String,
-    /// `$1` name, `$2` token → 1 if our row was still unexpired, else 0. Deletes our row even if
-    /// expired (nobody took it yet) and then notifies the waiters.
+    /// `$1` name, `$2` token → 1 if our row was still unexpired, else 0. Frees our row even if
+    /// expired (nobody took it yet) and then notifies the waiters. The row stays (token `''`,
+    /// expired now): every grant after a name's first is then an `UPDATE` of that row, which takes
+    /// its fence from the sequence only once it holds the row's lock, so fences follow the order of
+    /// the grants. (An `INSERT` computes its `VALUES` before it finds its conflict: a fence drawn
+    /// there could be older than one granted while it waited.)
     release: String,
     /// `$1` names, `$2` tokens, `$3` leases in ms → the (name, token) pairs still ours, extended.
     renew: String,
@@ -55,7 +59,7 @@ impl Statements {
                    INSERT INTO {table} AS l (name, token, fence, expires_at)
                    VALUES ($1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond')
                    ON CONFLICT (name) DO UPDATE
-                     SET token = excluded.token, fence = excluded.fence, expires_at = excluded.expires_at
+                     SET token = excluded.token, fence = nextval('{sequence}'), expires_at = excluded.expires_at
                      WHERE l.expires_at <= clock_timestamp()
                    RETURNING l.fence)
                  SELECT (SELECT fence FROM granted) AS fence,
@@ -63,9 +67,12 @@ impl Statements {
                       FROM {table} WHERE name = $1) AS ttl_ms"
             ),
             release: format!(
-                "WITH released AS (
-                   DELETE FROM {table} WHERE name = $1 AND token = $2
-                   RETURNING name, expires_at > clock_timestamp() AS unexpired)
+                "WITH ours AS (
+                   SELECT name, expires_at FROM {table} WHERE name = $1 AND token = $2 FOR UPDATE),
+                 released AS (
+                   UPDATE {table} AS l SET token = '', expires_at = clock_timestamp() FROM ours
+                   WHERE l.name = ours.name
+                   RETURNING l.name, ours.expires_at > clock_timestamp() AS unexpired)
                  SELECT count(*) FILTER (WHERE unexpired)
                  FROM (SELECT pg_notify('{channel}', name), unexpired FROM released) notified"
             ),
@@ -77,7 +84,7 @@ impl Statements {
             ),
             inspect: format!(
                 "SELECT name, fence, token, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
-                 FROM {table} WHERE name ~ $1"
+                 FROM {table} WHERE name ~ $1 AND token <> ''"
             ),
         }
     }

@@ -18,7 +18,9 @@
 //! DO UPDATE ... WHERE expires_at <= clock_timestamp() RETURNING fence` that takes a free or
 //! expired row, and, in the same round trip, the holder's remaining time when it did not. A
 //! renewal is an owner-checked `UPDATE` of every lease of the client in one statement (`unnest`
-//! of arrays); a release an owner-checked `DELETE` plus `pg_notify` in one transaction.
+//! of arrays); a release an owner-checked `UPDATE` that frees the row (token `''`, expired now; the
+//! row stays, so that later grants draw their fence under its lock) plus `pg_notify`, in one
+//! statement.
 //!
 //! Fits when: the connection may blip (the lease outlives it), the client goes through PgBouncer
 //! in transaction pooling mode (every operation is one autocommit statement), and a write per
