@@ -64,10 +64,10 @@ class Canvas:
         return "\n".join(self.out + ["</svg>"]) + "\n"
 
 
-def subtitle(res: RunResult) -> str:
+def subtitle(res: RunResult, load: str) -> str:
     dirty = " (dirty)" if res.git.get("dirty") else ""
-    return (f"{res.started_at} · commit {res.git.get('short')}{dirty} · {res.settings['total']} units, "
-            f"{res.settings['rate']} arrivals/s, 2 instances · {res.machine.get('nproc')} CPU · mode {res.mode}")
+    return (f"{res.started_at} · commit {res.git.get('short')}{dirty} · {load}, 2 instances · "
+            f"{res.machine.get('nproc')} CPU · mode {res.mode}")
 
 
 def svg_chart(res: RunResult) -> str:
@@ -85,7 +85,7 @@ def svg_chart(res: RunResult) -> str:
     y1max = nice_ceiling(max([c.orders_per_sec or 0 for c in cells] + [tps or 0, http_ok or 0, 1]) * 1.08)
     y2max = nice_ceiling(max([c.oversold or 0 for c in cells] + [1]) * 1.1)
     cv.text(cv.left, 28, "Orders/s per stock strategy, 1 vs 20 shards", font_size="17", font_weight="bold")
-    cv.text(cv.left, 48, subtitle(res), fill="#555")
+    cv.text(cv.left, 48, subtitle(res, f"{res.settings['total']} units, {res.settings['rate']} arrivals/s"), fill="#555")
 
     def bars(top: float, h: float, ymax: float, value_of, palette: dict) -> None:
         for gi, s in enumerate(strategies):
@@ -139,13 +139,13 @@ def svg_latency(res: RunResult) -> str:
     not offer fully (dropped arrivals) is drawn hollow in red and left off the line."""
     series = latency_series(res.latency)
     top, h = 70, 330
-    cv = Canvas(960, top + h + 110)
-    plot_w = cv.W - cv.left - cv.right - 180  # legend on the right
+    cv = Canvas(960, top + h + 110, right=210)  # the legend goes right of the plot
+    plot_w = cv.W - cv.left - cv.right
     xmax = nice_ceiling(max([c.spec.rate for c in res.latency] + [1]) * 1.05)
     ymax = nice_ceiling(max([c.p99_ms or 0 for c in res.latency] + [1]) * 1.1)
     cv.text(cv.left, 28, "p99 order latency at fixed offered loads (open model, below saturation)", font_size="17",
             font_weight="bold")
-    cv.text(cv.left, 48, subtitle(res), fill="#555")
+    cv.text(cv.left, 48, subtitle(res, f"{res.settings.get('latency_duration_s')} s per point"), fill="#555")
     cv.y_axis(top, h, ymax, "p99 ms (accepted orders)", lambda v: f"{v:.0f}")
 
     def xy(c: CellResult) -> tuple[float, float]:
@@ -169,7 +169,7 @@ def svg_latency(res: RunResult) -> str:
             cv.out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{fill}" stroke="{stroke}" stroke-width="2">'
                           f'<title>{e(tip)}</title></circle>')
         ly = top + 10 + n * 22
-        lx = cv.left + plot_w + 30
+        lx = cv.W - cv.right + 20
         cv.out.append(f'<line x1="{lx}" y1="{ly}" x2="{lx + 22}" y2="{ly}" stroke="{color}" stroke-width="3"/>')
         cv.text(lx + 28, ly + 4, name)
     cv.text(cv.left, cv.H - 30, "Each point: a fresh sale offered 25/50/75% of the strategy's throughput cell in the same run; "
