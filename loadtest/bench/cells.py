@@ -116,6 +116,8 @@ class CellResult:
     service_log: dict = field(default_factory=lambda: {"warn": 0, "error": 0, "samples": []})
     unexpected_reasons: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    # Latency points only: why the point cannot be quoted (latency.point_flag), None when it can.
+    not_valid: str | None = None
 
     @property
     def strategy(self) -> str:

@@ -45,7 +45,7 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--total", type=int, help="stock per cell (full 10000, smoke 300)")
     p.add_argument("--rate", type=int, help="k6 arrivals/s (full 4000, smoke 1000)")
     p.add_argument("--duration", type=int, dest="duration_s", help="k6 load seconds per cell (full 20, smoke 3)")
-    p.add_argument("--max-vus", type=int, help="k6 VU ceiling (full 300, smoke 200)")
+    p.add_argument("--max-vus", type=int, help="k6 VU ceiling (full 300, smoke 100)")
     p.add_argument("--pg-seconds", type=int, help="pgbench duration (full 10, smoke 2)")
     p.add_argument("--lock-ms", type=int, help="lockctl / peer run length in ms (full 3000, smoke 500)")
     p.add_argument("--no-peers", action="store_true", help="skip the peer lock libraries")
@@ -201,8 +201,9 @@ def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunR
             log(f"latency points of {key[0]}/{key[1]}: not run (no throughput cell of it in this run)")
     for n, spec in enumerate(points, 1):
         cell = run_one(ctx, spec, n, len(points), res)
-        if point_flag(cell):
-            log(f"    latency point NOT VALID: {point_flag(cell)}")
+        cell.not_valid = point_flag(cell)
+        if cell.not_valid:
+            log(f"    latency point NOT VALID: {cell.not_valid}")
         res.latency.append(cell)
 
 

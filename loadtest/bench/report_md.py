@@ -120,15 +120,11 @@ def latency_rows(res: RunResult) -> list[str]:
     L = ["## Latency at fixed offered loads", "",
          f"Offered loads below saturation: {', '.join(f'{f * 100:.0f}%' for f in s.get('latency_fractions', []))} of the "
          f"strategy's throughput cell (orders/s) in this run, offered as arrivals/s for {s.get('latency_duration_s')} s on "
-         "a sale whose stock outlasts the load, with a VU pool of one second of arrivals (a quarter of it started up front) so that k6 sends every arrival "
-         "(an open model). A point where k6 still dropped arrivals (`dropped_iterations`) fell back to a closed loop: "
+         "a sale whose stock outlasts the load, with a VU pool of one second of arrivals (a quarter of it started up "
+         "front) so that k6 sends every arrival (an open model). A point where k6 still dropped arrivals (`dropped_iterations`) fell back to a closed loop: "
          "its percentiles ignore the requests never sent, so it is flagged NOT VALID and left out of the chart.", "",
          f"![p99 against offered load per strategy]({LATENCY_SVG})", ""]
     rows = []
-    measured = {f"{c.strategy}/{c.shards}" for c in res.latency}
-    for name in res.settings.get("latency_cells", []):
-        if name not in measured:
-            out.append(f"{name}: no latency points (no throughput cell of it ran, so there was no maximum to take shares of)")
     for c in res.latency:
         flag = point_flag(c)
         rows.append([c.strategy, str(c.shards), f"{(c.spec.fraction or 0) * 100:.0f}%", fmt(c.spec.rate), fmt(c.orders_per_sec),

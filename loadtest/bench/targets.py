@@ -77,45 +77,48 @@ def _cpu_note(cell: CellResult) -> str:
             f"redis {cpu.get('redis', 0):.0f})")
 
 
+def _ratio(key: str, num: float | None, den: float | None, floor: float, describe, missing: str = "no data") -> Target:
+    """PASS when num / den >= floor; `describe(x)` says what the ratio x is; MISS with `missing`
+    when a figure is absent."""
+    if num is None or not den:
+        return _t(key, False, missing)
+    x = num / den
+    return _t(key, x >= floor, describe(x))
+
+
 def strategy_targets(cells: list[CellResult], ceilings: dict) -> list[Target]:
     by = {(c.strategy, c.shards): c for c in cells if c.kind == "mission"}
     tp = {(c.strategy, c.shards): c for c in cells if c.kind == "throughput"}
-    out = []
     f1, f20 = by.get(("sharded-fenced", 1)), by.get(("sharded-fenced", 20))
-    if f1 and f20 and f1.orders_per_sec:
-        x = f20.orders_per_sec / f1.orders_per_sec
-        out.append(_t("fenced_shard_scaling", x >= 3.0, f"{f20.orders_per_sec:.0f} / {f1.orders_per_sec:.0f} orders/s = x{x:.2f}"))
-    else:
-        out.append(_t("fenced_shard_scaling", False, "no data"))
+    f20_ops = f20.orders_per_sec if f20 else None
     tps = (ceilings.get("pg") or {}).get("pg_order_tps")
-    if f20 and tps:
-        x = f20.orders_per_sec / tps
-        out.append(_t("fenced_vs_pg", x >= 0.6, f"{f20.orders_per_sec:.0f} orders/s = {x * 100:.0f}% of {tps:.0f} tps"))
-    else:
-        out.append(_t("fenced_vs_pg", False, "no data"))
+    out = [
+        _ratio("fenced_shard_scaling", f20_ops if f1 else None, f1.orders_per_sec if f1 else None, 3.0,
+               lambda x: f"{f20_ops:.0f} / {f1.orders_per_sec:.0f} orders/s = x{x:.2f}"),
+        _ratio("fenced_vs_pg", f20_ops, tps, 0.6, lambda x: f"{f20_ops:.0f} orders/s = {x * 100:.0f}% of {tps:.0f} tps"),
+    ]
 
     # owned-shards: judged on the throughput cells (steady-state selling) when they ran, else on
     # the mission cells; the other cell's figure is given in the detail.
     def pick(strategy: str) -> CellResult | None:
         return tp.get((strategy, 20)) or by.get((strategy, 20))
 
-    o20, a20, o_mission = pick("owned-shards"), pick("db-atomic"), by.get(("owned-shards", 20))
-    if o20 and a20 and o20.kind == a20.kind and a20.orders_per_sec:
-        x = o20.orders_per_sec / a20.orders_per_sec
+    o20, a20, o_mission, am = pick("owned-shards"), pick("db-atomic"), by.get(("owned-shards", 20)), by.get(("db-atomic", 20))
+
+    def vs_atomic(x: float) -> str:
         extra = ""
-        am = by.get(("db-atomic", 20))
         if o20.kind == "throughput" and o_mission and am and am.orders_per_sec:
             extra = f"; mission cells: {o_mission.orders_per_sec:.0f} / {am.orders_per_sec:.0f} = x{o_mission.orders_per_sec / am.orders_per_sec:.2f}"
-        out.append(_t("owned_vs_db_atomic", x >= 2.0, f"{o20.kind} cells: {o20.orders_per_sec:.0f} / {a20.orders_per_sec:.0f} "
-                      f"orders/s = x{x:.2f}{extra}{_cpu_note(o20) if x < 2.0 else ''}"))
-    else:
-        out.append(_t("owned_vs_db_atomic", False, "no data"))
+        return (f"{o20.kind} cells: {o20.orders_per_sec:.0f} / {a20.orders_per_sec:.0f} orders/s = x{x:.2f}{extra}"
+                + (_cpu_note(o20) if x < 2.0 else ""))
+
+    same_kind = o20 is not None and a20 is not None and o20.kind == a20.kind
+    out.append(_ratio("owned_vs_db_atomic", o20.orders_per_sec if same_kind else None, a20.orders_per_sec if same_kind else None,
+                      2.0, vs_atomic))
     http = (ceilings.get("http") or {}).get("http_ok_per_sec")
-    if o20 and http:
-        x = o20.orders_per_sec / http
-        out.append(_t("owned_vs_http", x >= 0.6, f"{o20.kind} cell: {o20.orders_per_sec:.0f} orders/s = {x * 100:.0f}% of {http:.0f} req/s"))
-    else:
-        out.append(_t("owned_vs_http", False, "no data" + ("" if http else " (HTTP ceiling not run)")))
+    out.append(_ratio("owned_vs_http", o20.orders_per_sec if o20 else None, http, 0.6,
+                      lambda x: f"{o20.kind} cell: {o20.orders_per_sec:.0f} orders/s = {x * 100:.0f}% of {http:.0f} req/s",
+                      "no data" + ("" if http else " (HTTP ceiling not run)")))
     for key, attr, limit, unit in (("owned_redis_per_order", "redis_cmds_per_order", 0.1, "Redis commands"),
                                    ("owned_pg_per_order", "pg_commits_per_order", 0.25, "PostgreSQL commits")):
         v = getattr(o20, attr) if o20 else None

@@ -65,3 +65,12 @@ def test_the_whole_report_renders_with_every_section():
 
     for heading in ("## Strategies", "## Latency at fixed offered loads", "## Ceilings", "## Targets"):
         assert heading in text
+
+
+def test_a_latency_strategy_without_a_throughput_cell_is_noted():
+    settings = {**run().settings, "latency_cells": ["owned-shards/20", "redis-gate/20"]}
+
+    text = markdown(run(settings=settings, latency=[cell("owned-shards", kind="latency", fraction=0.5)]))
+
+    assert "- redis-gate/20: no latency points (no throughput cell of it ran" in text
+    assert "- owned-shards/20: no latency points" not in text
