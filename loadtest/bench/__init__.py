@@ -17,6 +17,7 @@ redis-benchmark) and the lock benchmarks, and writes loadtest/results/.
     locks.py       lockkit backends from URLs, lockctl bench, peer libraries, ratios
     targets.py     PASS/MISS targets (pure)
     result.py      `RunResult`, its JSON, pruning of older timestamped result files
+    publish.py     the result files and the console summary
     report_md.py   latest.md (pure)
     report_svg.py  latest.svg and latest-latency.svg (pure)
     machine.py     machine and git provenance
