@@ -75,9 +75,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 t0=$SECONDS
-# `up` prints the export lines of everything it started (REDIS_URL, DATABASE_URL, and with WITH
+# `up` prints the export lines of the services (REDIS_URL, DATABASE_URL, and with WITH
 # the URLs of those services too); a lock backend whose URL stays unset is reported "not run".
-eval "$(WITH="$with_services" bash scripts/services.sh up)"
+# (Assigned first: `set -e` stops here if `up` fails, which `eval "$(...)"` alone would not.)
+services_env="$(WITH="$with_services" bash scripts/services.sh up)"
+eval "$services_env"
 if [[ "$lock_servers" -eq 1 ]]; then
     # 5 Redlock masters and a 3-master cluster on loopback; run.py reads LOCKKIT_REDLOCK_URL and
     # LOCKKIT_CLUSTER_URL (smoke: one short lockctl pass on each).
