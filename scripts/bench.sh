@@ -2,23 +2,29 @@
 # The comparison runner (`make bench`): stock strategies x shards under k6 load, the HTTP,
 # PostgreSQL and Redis ceilings, lockkit next to the peer lock libraries. See loadtest/README.md.
 #
-#   scripts/bench.sh             full run: loadtest/results/<UTC>.json, latest.json, latest.md, latest.svg
+#   scripts/bench.sh             full run: loadtest/results/<UTC>.json, latest.json, latest.md,
+#                                latest.svg, latest-latency.svg
 #   scripts/bench.sh --smoke     CI check (~1.5 min after the build): loadtest/results/smoke-latest.json;
 #                                exits non-zero on any correctness violation
 #   scripts/bench.sh --help      the runner's options (any of them can be added to the two above)
 #
-# Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up), the extra
-# Redis servers of lockkit's Redlock and Cluster backends (scripts/lock-servers.sh up), the release
-# binaries `seckill` and `lockctl`, k6 (scripts/k6.sh), and in full mode the peer harnesses
-# (loadtest/peers/setup.sh). Services that were not running before are stopped again at the end
-# (KEEP_SERVICES=1 leaves them running); services that were already running are left alone.
-# The lock servers follow the same rule.
+# Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up; in full mode
+# with WITH=zookeeper,etcd, whose export lines give ZOOKEEPER_URL and ETCD_URL to the lock
+# section), the extra Redis servers of lockkit's Redlock and Cluster backends
+# (scripts/lock-servers.sh up), the binaries `seckill` and `lockctl`, k6 (scripts/k6.sh), psycopg 3
+# (the runner's PostgreSQL driver), and in full mode the peer harnesses (loadtest/peers/setup.sh).
+# Services that were not running before are stopped again at the end (KEEP_SERVICES=1 leaves them
+# running); services that were already running are left alone. The lock servers follow the same rule.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 log() { printf '[bench] %s\n' "$*" >&2; }
+# shellcheck disable=SC2317  # called by scripts/lib/pip.sh
+die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 2; }
+# shellcheck source=lib/pip.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pip.sh"
 
 smoke=0
 peers=1
@@ -29,15 +35,20 @@ for arg in "$@"; do
         --no-peers) peers=0 ;;
         --no-ceilings) lock_servers=0 ;; # no lockkit section: the extra servers would idle
         -h | --help)
-            sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             echo
             exec python3 loadtest/bench/run.py --help
             ;;
     esac
 done
 
+# ZooKeeper and etcd for the lock section's zk:// and etcd:// backends (full mode only: the smoke
+# run stays short). services.sh prints `export ZOOKEEPER_URL=...` / `export ETCD_URL=...` for them.
+with_services=""
+[[ "$smoke" -eq 1 || "$lock_servers" -eq 0 ]] || with_services="zookeeper,etcd"
+
 # Stop the services at the end only if this script is the one that started them.
-running="$(bash scripts/services.sh status 2>/dev/null | grep -c 'running (pid' || true)"
+running="$(WITH="$with_services" bash scripts/services.sh status 2>/dev/null | grep -c 'running (pid' || true)"
 started_services=0
 [[ "$running" -ge 1 ]] || started_services=1
 # Same for the Redlock / Cluster servers of the lockkit section (scripts/lock-servers.sh).
@@ -55,7 +66,7 @@ cleanup() {
         bash scripts/lock-servers.sh down || rc=1
     fi
     if [[ "$started_services" -eq 1 && "${KEEP_SERVICES:-0}" != 1 ]]; then
-        bash scripts/services.sh down || rc=1
+        WITH="$with_services" bash scripts/services.sh down || rc=1
     fi
     exit "$rc"
 }
@@ -64,8 +75,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 t0=$SECONDS
-bash scripts/services.sh up >/dev/null
-eval "$(bash scripts/services.sh env)"
+# `up` prints the export lines of the services (REDIS_URL, DATABASE_URL, and with WITH
+# the URLs of those services too); a lock backend whose URL stays unset is reported "not run".
+# (Assigned first: `set -e` stops here if `up` fails, which `eval "$(...)"` alone would not.)
+services_env="$(WITH="$with_services" bash scripts/services.sh up)"
+eval "$services_env"
 if [[ "$lock_servers" -eq 1 ]]; then
     # 5 Redlock masters and a 3-master cluster on loopback; run.py reads LOCKKIT_REDLOCK_URL and
     # LOCKKIT_CLUSTER_URL (smoke: one short lockctl pass on each).
@@ -84,6 +98,8 @@ else
     log "cargo build --release -p seckill -p lockkit --features lockkit/cli"
     cargo build --release -p seckill -p lockkit --features lockkit/cli
 fi
+
+pip_ensure psycopg 'psycopg[binary]>=3.1'
 
 # scripts/k6.sh installs k6 v1.1.x if it is missing, then runs `k6 run --help` here.
 bash scripts/k6.sh --help >/dev/null

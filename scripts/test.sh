@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Run the whole test suite against project-owned Redis, PostgreSQL, ZooKeeper and etcd.
 #
-# Starts the services (scripts/services.sh up), runs every test of the workspace, the bench smoke
-# run and the bounded chaos suite, then stops the services again on exit, whatever happened,
-# unless KEEP_SERVICES=1. QUICK=1 runs only the cargo tests.
+# Starts the services (scripts/services.sh up), runs every test of the workspace, the bench
+# runner's pytest tests (loadtest/bench/tests), the bench smoke run and the bounded chaos suite,
+# then stops the services again on exit, whatever happened, unless KEEP_SERVICES=1. QUICK=1 runs
+# only the cargo and pytest tests.
 # Exits non-zero if any test failed. Extra arguments are passed to the test runner.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+
+# shellcheck disable=SC2317  # called by scripts/lib/pip.sh
+log() { printf '[test] %s\n' "$*" >&2; }
+# shellcheck disable=SC2317  # called by scripts/lib/pip.sh
+die() { printf '[test] ERROR: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=lib/pip.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pip.sh"
 
 # shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
@@ -50,6 +58,11 @@ else
     # Plain cargo test already includes the doctests.
     cargo test --workspace --all-features --no-fail-fast "$@" || status=$?
 fi
+
+# The bench runner's pure parts (targets, tables, cell checks): pytest, installed if missing.
+pip_ensure pytest 'pytest>=7'
+echo "[test] pytest loadtest/bench/tests" >&2
+python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests || status=1
 
 # End-to-end checks on real processes: the strategy comparison in smoke mode (k6 against two
 # instances; audits and thresholds, no speed targets) and the chaos suite shortened. QUICK=1

@@ -128,6 +128,9 @@ function loadConfig() {
     preVUs: envNum('PRE_VUS', 0, { min: 0, integer: true }),
     maxVUs: envNum('MAX_VUS', 0, { min: 0, integer: true }),
     logUnexpected: envNum('LOG_UNEXPECTED', 1, { min: 0, integer: true }),
+    // One console line `ack <Idempotency-Key> <order_id>` per accepted order, for a check outside
+    // k6 that every acknowledged order is in the database (the bench runs k6 with --console-output).
+    logAcks: envBool('LOG_ACKS', false),
     summaryPath: envStr('SUMMARY_PATH', 'loadtest/results/k6-summary.json'),
   };
   parseDuration(cfg.requestTimeout, 'REQUEST_TIMEOUT');
@@ -456,7 +459,10 @@ export function placeOrder(data) {
   const req = { kind: 'order', userId, quantity };
   const result = classify(res, req);
   record(res, req, result);
-  if (result.outcome === 'accepted') remember({ key, body: q.body, order: result.order });
+  if (result.outcome === 'accepted') {
+    remember({ key, body: q.body, order: result.order });
+    if (config.logAcks) console.log(`ack ${key} ${result.order.order_id}`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,29 @@
+"""The comparison runner behind `make bench` (see loadtest/README.md).
+
+Runs, in one go and against the project's own Redis and PostgreSQL (loopback only), the strategy
+matrix under k6 load, the latency points at fixed offered loads, the ceilings (HTTP, pgbench,
+redis-benchmark) and the lock benchmarks, and writes loadtest/results/.
+
+# Layout
+
+    cli.py         the command line and the order of a run (the only module that sequences steps)
+    settings.py    file locations, strategies, mode presets, the k6 library's load-model defaults
+    processes.py   bounded subprocess and k6 runs, the seckill instances, HTTP and metrics access
+    stores.py      PostgreSQL (psycopg, bound parameters) and Redis (redis-cli) access, counters
+    cpu.py         CPU time from /proc: per process group around a cell, per Redis server
+    cells.py       one cell: spec, run, result, correctness check (`check_cell`), acknowledged orders
+    latency.py     the latency points below saturation: plan and validity
+    ceilings.py    HTTP ceiling, pgbench order ceiling, redis-benchmark lock pairs
+    locks.py       lockkit backends from URLs, lockctl bench, peer libraries, ratios
+    targets.py     PASS/MISS targets (pure)
+    result.py      `RunResult`, its JSON, pruning of older timestamped result files
+    publish.py     the result files and the console summary
+    report_md.py   latest.md (pure)
+    report_svg.py  latest.svg and latest-latency.svg (pure)
+    machine.py     machine and git provenance
+    tests/         pytest tests of the pure parts
+
+Entry points: `python3 loadtest/bench/run.py` (what scripts/bench.sh runs) or, from `loadtest/`,
+`python3 -m bench`. Exit status: 0 when every correctness check held, 1 when one was violated,
+2 on a usage or set-up error. Speed targets are reported PASS/MISS and never change it.
+"""

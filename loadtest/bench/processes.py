@@ -1,0 +1,236 @@
+"""The processes a run starts and talks to: bounded subprocess runs, k6 runs, the two seckill
+instances (started on port 0, stopped by their own pid), and HTTP/Prometheus access to them.
+
+Nothing here measures anything by itself; the cells, ceilings and lock benchmarks do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from .settings import K6_WRAPPER, ROOT, SECKILL_BIN
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class SetupError(Exception):
+    """The bench cannot run (missing binary, service not starting...)."""
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def rel(path: Path) -> str:
+    """`path` relative to the repository when it is inside it (for the reports)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def run(cmd, *, timeout: float, env=None, check=False, cwd=None) -> subprocess.CompletedProcess:
+    """Runs a command to completion with a hard timeout; output captured as text."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    except subprocess.TimeoutExpired as e:
+        raise SetupError(f"timed out after {timeout:.0f}s: {' '.join(map(str, cmd))}") from e
+    if check and proc.returncode != 0:
+        raise SetupError(f"exit {proc.returncode}: {' '.join(map(str, cmd))}\n{proc.stderr[-2000:]}")
+    return proc
+
+
+def first_line(cmd, timeout: float = 20) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def run_k6(script: Path, env: dict[str, str], log_path: Path, timeout: float, console_path: Path | None = None) -> int:
+    """One k6 run through scripts/k6.sh, its output in `log_path` (console.log lines in
+    `console_path` when given); returns k6's exit status (-1 when it had to be stopped).
+    Interrupted or timed out, it stops k6 by its own pid: never leaves it behind."""
+    cmd = ["bash", str(K6_WRAPPER), "-q", "--no-color"]
+    if console_path is not None:
+        cmd += ["--console-output", str(console_path)]
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen([*cmd, str(script)], env={**os.environ, **env}, cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log(f"k6 {script.name} exceeded {timeout:.0f}s; stopping it (pid {proc.pid})")
+            proc.send_signal(signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+            return rc if rc else -1
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+
+
+def read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def k6_metric(summary: dict, name: str, stat: str, default=0):
+    m = summary.get("metrics", {}).get(name)
+    if not m:
+        return default
+    return m.get("values", {}).get(stat, default)
+
+
+def http_json(method: str, url: str, body=None, headers=None, timeout: float = 10.0):
+    """(status, parsed JSON or None)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Accept", "application/json")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as res:
+            status, raw = res.status, res.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, None
+
+
+class Instance:
+    """One seckill process on a free loopback port (port 0, read back from its log)."""
+
+    def __init__(self, idx: int, run_dir: Path, env: dict):
+        self.idx = idx
+        self.log_path = run_dir / f"seckill-{idx}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(SECKILL_BIN)], env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.port: int | None = None
+        (run_dir / f"seckill-{idx}.pid").write_text(f"{self.proc.pid}\n")
+        log(f"seckill #{idx} started, pid {self.proc.pid}, log {rel(self.log_path)}")
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        try:
+            return ANSI.sub("", self.log_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
+
+    def log_since(self, offset: int) -> str:
+        with open(self.log_path, "rb") as fh:
+            fh.seek(offset)
+            return ANSI.sub("", fh.read().decode(errors="replace"))
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SetupError(f"seckill #{self.idx} exited with {self.proc.returncode}; see {self.log_path}\n{self.log_text()[-1500:]}")
+            if self.port is None:
+                m = re.search(r"seckill listening.*?\bport=(\d+)", self.log_text())
+                if m:
+                    self.port = int(m.group(1))
+            if self.port is not None:
+                try:
+                    status, _ = http_json("GET", f"{self.base}/readyz", timeout=2)
+                    if status == 200:
+                        log(f"seckill #{self.idx} ready on {self.base}")
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        raise SetupError(f"seckill #{self.idx} not ready within {timeout:.0f}s; see {self.log_path}")
+
+    def stop(self) -> int | None:
+        """SIGTERM to our own pid, SIGKILL to the same pid after 15 s; never by name."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                log(f"seckill #{self.idx} (pid {self.proc.pid}) ignored SIGTERM for 15 s; SIGKILL")
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+        return self.proc.returncode
+
+
+def log_findings(text: str, limit: int = 8) -> dict:
+    """WARN/ERROR lines of a seckill log (tracing's text format)."""
+    warn = [line for line in text.splitlines() if re.search(r"\s(WARN|ERROR)\s", line)]
+    return {
+        "warn": sum(1 for line in warn if " WARN " in line),
+        "error": sum(1 for line in warn if " ERROR " in line),
+        "samples": [line[:400] for line in warn[:limit]],
+    }
+
+
+def scrape_metrics(instances: list[Instance]) -> dict[str, float]:
+    """Sum over the instances of every Prometheus series (counters, histogram sums and counts)."""
+    total: dict[str, float] = {}
+    for inst in instances:
+        try:
+            with urllib.request.urlopen(f"{inst.base}/metrics", timeout=10) as r:
+                text = r.read().decode(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if not line or line.startswith("#") or "_bucket{" in line:
+                continue
+            series, _, value = line.rpartition(" ")
+            try:
+                total[series] = total.get(series, 0.0) + float(value)
+            except ValueError:
+                pass
+    return total
+
+
+def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict:
+    """What the services did during one cell: lock and order figures from their own metrics."""
+    def d(series):
+        return after.get(series, 0.0) - before.get(series, 0.0)
+
+    def avg_ms(prefix, label=""):
+        n = d(f"{prefix}_count{label}")
+        return round(d(f"{prefix}_sum{label}") / n * 1000, 2) if n > 0 else None
+
+    return {
+        "lock_acquired": int(d('lockkit_acquire_attempts_total{outcome="acquired"}')),
+        "lock_attempts_held": int(d('lockkit_acquire_attempts_total{outcome="held"}')),
+        "lock_wait_ms_avg": avg_ms("lockkit_acquire_wait_seconds", '{outcome="acquired"}'),
+        "lock_wait_timeouts": int(d('lockkit_acquire_wait_seconds_count{outcome="timeout"}')),
+        "lock_hold_ms_avg": avg_ms("lockkit_hold_seconds"),
+        "orders_accepted": int(d('seckill_orders_total{outcome="accepted"}')),
+        "orders_busy": int(d('seckill_orders_total{outcome="busy"}')),
+        "order_ms_avg_accepted": avg_ms("seckill_order_duration_seconds", '{outcome="accepted"}'),
+        "order_ms_avg_sold_out": avg_ms("seckill_order_duration_seconds", '{outcome="sold_out"}'),
+    }

@@ -1,0 +1,291 @@
+"""latest.md: the tables of loadtest/README.md filled in from one `RunResult`. Pure: text in,
+text out; one function per section."""
+
+from __future__ import annotations
+
+from .cells import CellResult
+from .latency import point_flag
+from .locks import CONTENDED_C, LOCK_CONCURRENCIES, PEER_LIBRARIES, REDLOCK_PEERS
+from .result import RunResult
+
+LATENCY_SVG = "latest-latency.svg"
+
+
+def fmt(v, nd: int = 0) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int) or nd == 0:
+        return f"{float(v):,.0f}".replace(",", " ") if abs(float(v)) >= 10000 else f"{float(v):.0f}"
+    return f"{float(v):.{nd}f}"
+
+
+def table(header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A markdown table; `align` has one letter per column: l(eft) or r(ight)."""
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out + [""]
+
+
+def provenance(res: RunResult) -> str:
+    g = res.git
+    if g.get("dirty"):
+        state = " (dirty tree: uncommitted changes to tracked files)"
+    elif g.get("untracked"):
+        state = f" (untracked files: {', '.join(g['untracked'][:3])})"
+    else:
+        state = ""
+    return f"Commit `{g.get('short')}`{state}"
+
+
+def header(res: RunResult) -> list[str]:
+    m, s = res.machine, res.settings
+    L = [f"# seckill comparison: {res.started_at}", "",
+         f"{provenance(res)}, mode **{res.mode}**, {res.duration_s:.0f} s wall. Machine: {m.get('nproc')} CPU "
+         f"({m.get('cpu_model')}), kernel {m.get('kernel')}, Redis {m.get('redis_server')}, PostgreSQL "
+         f"{m.get('postgres_server')}, {m.get('k6')}. Load average at start "
+         f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_start', []))}.", "",
+         f"Each mission cell: a fresh sale of {s['total']} units (per-user limit {s['per_user_limit']}, quantity mix "
+         f"{s['qty_mix']}, {s['replay_fraction'] * 100:.0f}% replays, {s['invalid_fraction'] * 100:.0f}% invalid requests: "
+         f"the k6 library's defaults), k6 open model at {s['rate']} arrivals/s for {s['duration_s']} s over two instances "
+         f"(max {s['max_vus']} VUs). orders/s = orders committed / (time from the start of the load until the last order "
+         "if the sale sold out, else the load duration). Latency in this table: accepted (201) orders only, as k6 saw "
+         "them, at saturation (queueing; see the latency table for offered loads below saturation)."]
+    if s.get("throughput_cells"):
+        L += ["", f"Throughput cells ({', '.join(s['throughput_cells'])}): the same load, but a sale of "
+                  f"{s['throughput_total']} units and {s['throughput_users']} user ids, so the stock outlasts the load "
+                  "(at most 2 units per arrival) and orders/s is the steady-state rate over the whole load."]
+    L += ["", "Per-order costs: Redis `INFO stats` total_commands_processed and PostgreSQL `sum(xact_commit)` from "
+              "`pg_stat_database` (read-only transactions included), server-wide deltas over the whole cell (k6 setup "
+              "with the sale PUT, the load, the teardown audit; the runner's own probes add about 1 Redis command and "
+              "3 commits), divided by the orders committed.", "",
+          "`acked missing`: orders k6 was answered 201 for (by Idempotency-Key, from k6's console log) that the "
+          "orders table does not have. The audit cannot see those; it must be 0 for every strategy.", "",
+          "![orders/s and oversold per strategy](latest.svg)", ""]
+    return L
+
+
+def strategy_rows(res: RunResult) -> list[str]:
+    s = res.settings
+    L = ["## Strategies", ""]
+    if not res.strategies:
+        L += ["Not run in this run" + (" (--only-locks)." if s.get("only_locks") else "."), ""]
+    rows = []
+    for c in res.strategies:
+        so = fmt(c.window_s, 1) if c.sold_out_reached else f"not ({c.spec.duration_s} s)"
+        rows.append([c.strategy, str(c.shards), c.kind, fmt(c.orders_per_sec), fmt(c.p50_ms, 1), fmt(c.p99_ms, 1),
+                     fmt(c.sold), fmt(c.oversold), fmt(c.stranded), fmt(c.acked_missing), fmt(c.fence_rejections),
+                     fmt(c.busy), fmt(c.errors), so, fmt(c.redis_cmds_per_order, 3), fmt(c.pg_commits_per_order, 3),
+                     f"{c.k6_verdict} ({c.k6_exit})", "ok" if not c.violations else "**VIOLATION**"])
+    return L + table(["strategy", "shards", "cell", "orders/s", "p50 ms", "p99 ms", "sold", "oversold", "stranded",
+                      "acked missing", "fence rej.", "busy (503)", "errors", "sold out after s", "Redis cmds / order",
+                      "PG commits / order", "k6", "check"], "lrlrrrrrrrrrrrrrll", rows)
+
+
+def cpu_rows(cells: list[CellResult]) -> list[str]:
+    profiled = [c for c in cells if c.cpu_profile and (c.kind == "throughput" or c.shards == 20) and c.kind != "latency"]
+    if not profiled:
+        return []
+    cores = profiled[0].cpu_profile.get("cores", 0)
+    L = [f"Where the CPU went during each 20-shard and throughput cell (% of one core, over k6's run; the box has "
+         f"{cores} cores = {cores * 100}%): the service, PostgreSQL, the load generator and Redis share them.", ""]
+    rows = [[c.strategy, c.kind] + [fmt(c.cpu_profile.get(k)) for k in ("seckill", "postgres", "k6", "redis", "other", "busy")]
+            for c in profiled]
+    return L + table(["strategy", "cell", "seckill (2 instances)", "postgres", "k6", "redis", "other", "busy"], "llrrrrrr", rows)
+
+
+def lock_internal_rows(cells: list[CellResult]) -> list[str]:
+    lock_rows = [c for c in cells if c.service_metrics.get("lock_acquired")]
+    if not lock_rows:
+        return []
+    rows = []
+    for c in lock_rows:
+        m = c.service_metrics
+        per = m["lock_attempts_held"] / m["lock_acquired"] if m["lock_acquired"] else None
+        rows.append([c.strategy, f"{c.shards}{' (throughput)' if c.kind == 'throughput' else ''}", fmt(m["lock_acquired"]),
+                     fmt(per, 1), fmt(m["lock_wait_ms_avg"], 1), fmt(m["lock_hold_ms_avg"], 1),
+                     fmt(m["lock_wait_timeouts"]), fmt(m["order_ms_avg_accepted"], 1)])
+    return (["Inside the lock-based strategies (the services' own metrics, both instances, during the cell):", ""]
+            + table(["strategy", "shards", "lock acquisitions", "refused attempts per acquisition", "mean wait for a lock ms",
+                     "mean hold ms", "probes given up", "mean accepted order ms (server)"], "lrrrrrrr", rows))
+
+
+def latency_rows(res: RunResult) -> list[str]:
+    s = res.settings
+    if not res.latency:
+        if s.get("latency_cells"):
+            return ["## Latency at fixed offered loads", "", "Not measured: no throughput cell of those strategies ran.", ""]
+        return []
+    L = ["## Latency at fixed offered loads", "",
+         f"Offered loads below saturation: {', '.join(f'{f * 100:.0f}%' for f in s.get('latency_fractions', []))} of the "
+         f"strategy's throughput cell (orders/s) in this run, offered as arrivals/s for {s.get('latency_duration_s')} s on "
+         "a sale whose stock outlasts the load, with a VU pool of one second of arrivals (a quarter of it started up "
+         "front) so that k6 sends every arrival (an open model). A point where k6 still dropped arrivals (`dropped_iterations`) fell back to a closed loop: "
+         "its percentiles ignore the requests never sent, so it is flagged NOT VALID and left out of the chart.", "",
+         f"![p99 against offered load per strategy]({LATENCY_SVG})", ""]
+    rows = []
+    for c in res.latency:
+        flag = point_flag(c)
+        rows.append([c.strategy, str(c.shards), f"{(c.spec.fraction or 0) * 100:.0f}%", fmt(c.spec.rate), fmt(c.orders_per_sec),
+                     fmt(c.p50_ms, 1), fmt(c.p90_ms, 1), fmt(c.p99_ms, 1), fmt(c.dropped_iterations), fmt(c.max_vus),
+                     fmt(c.busy), fmt(c.errors),
+                     "ok" if not flag and not c.violations else f"**NOT VALID**: {flag}" if flag else "**VIOLATION**"])
+    return L + table(["strategy", "shards", "offered", "arrivals/s", "orders/s", "p50 ms", "p90 ms", "p99 ms", "dropped",
+                      "VUs used", "busy (503)", "errors", "point"], "lrrrrrrrrrrrl", rows)
+
+
+def ceiling_rows(res: RunResult) -> list[str]:
+    rows = []
+    hc, pgc = res.ceilings.get("http") or {}, res.ceilings.get("pg") or {}
+    if hc.get("error"):
+        rows.append(["HTTP ceiling", "-", f"not measured: {hc['error'][:200]}"])
+    elif hc:
+        capped = " (no arrival dropped: capped by the offered rate, the real ceiling is higher)" if hc.get("capped_by_offered_rate") else ""
+        rows.append(["HTTP ceiling", f"{fmt(hc.get('http_ok_per_sec'))} req/s",
+                     f"k6, the cells' arrival model ({hc.get('rate')}/s for {hc.get('duration_s')} s, max {hc.get('max_vus')} VUs) "
+                     f"against `GET /healthz` on both instances; {fmt(hc.get('dropped_iterations'))} arrivals dropped{capped}, "
+                     f"p50 {fmt(hc.get('p50_ms'), 1)} ms, p99 {fmt(hc.get('p99_ms'), 1)} ms, {fmt(hc.get('unexpected'))} non-200"])
+    if pgc:
+        rows.append(["`pg_order_tps`", f"{fmt(pgc.get('pg_order_tps'))} tps",
+                     f"pgbench -M prepared, {pgc.get('clients')} clients, {pgc.get('seconds')} s: db-atomic's order "
+                     f"(`seckill_commit` guard 'atomic': shard UPDATE + user upsert under the per-user limit "
+                     f"{pgc.get('per_user_limit')} + orders + order_parts in one transaction, quantity mix "
+                     f"{pgc.get('qty_mix')}); avg latency {pgc.get('latency_avg_ms')} ms"])
+    for key, how in (("redis", ""), ("redis_pipelined", ", pipelined")):
+        for c, r in sorted((res.ceilings.get(key) or {}).items(), key=lambda kv: int(kv[0])):
+            piped = f" -P {r.get('pipeline')}" if how else ""
+            rows.append([f"`redis_pairs_per_sec` C={c}{how}", f"{fmt(r['pairs_per_sec'])} pairs/s",
+                         f"redis-benchmark -c {c}{piped}: SET NX PX {fmt(r['set_nx_px']['rps'])}/s, "
+                         f"EVALSHA release {fmt(r['evalsha_release']['rps'])}/s; 1/(1/a+1/b)"])
+    return ["## Ceilings (same run, same servers)", ""] + table(["ceiling", "figure", "how"], "lrl", rows)
+
+
+def run_cell_text(r: dict | None) -> str:
+    """One lock run as `pairs/s (p99 µs)`."""
+    if not r:
+        return "-"
+    if "error" in r:
+        return "error"
+    return f"{fmt(r.get('pairs_per_sec'))} (p99 {fmt(r.get('p99_us'))})"
+
+
+def _by_mode(runs: list[dict]) -> dict:
+    return {(r.get("mode"), r.get("concurrency")): r for r in runs}
+
+
+def lock_run_cells(runs: list[dict]) -> list[str]:
+    """C = 1, 16, 64 uncontended, C = 16 contended, then the Redis CPU per pair at C = 16."""
+    by_c = _by_mode(runs)
+    vals = [run_cell_text(by_c.get(("uncontended", c))) for c in LOCK_CONCURRENCIES]
+    vals.append(run_cell_text(by_c.get(("contended", CONTENDED_C))))
+    vals.append(fmt((by_c.get(("uncontended", CONTENDED_C)) or {}).get("redis_cpu_us_per_pair"), 1))
+    return vals
+
+
+LOCK_COLS = [f"C={c}" for c in LOCK_CONCURRENCIES] + [f"contended C={CONTENDED_C}", f"Redis CPU µs/pair C={CONTENDED_C}"]
+
+
+def raw_redis_row(name: str, refs: dict) -> list[str]:
+    return ([name] + [fmt(refs.get(str(c), {}).get("pairs_per_sec")) for c in LOCK_CONCURRENCIES]
+            + ["-", fmt(refs.get(str(CONTENDED_C), {}).get("redis_cpu_us_per_pair"), 1)])
+
+
+def peers_rows(lk: dict) -> list[str]:
+    piped = lk.get("redis_pairs_pipelined") or {}
+    rows = [["**lockkit** (lockctl)"] + lock_run_cells(lk.get("lockctl", []))]
+    for lib in PEER_LIBRARIES:
+        runs = [p for p in lk.get("peers", []) if p.get("library") == lib]
+        if runs:
+            rows.append([lib] + lock_run_cells(runs))
+
+    def ratio_row(name: str, key: str) -> list[str]:
+        vals = [f"{lk['ratios'][str(c)][key] * 100:.0f}%" if lk.get("ratios", {}).get(str(c), {}).get(key) else "-"
+                for c in LOCK_CONCURRENCIES]
+        return [name] + vals + ["-", "-"]
+
+    rows.append(raw_redis_row("raw Redis pairs (redis-benchmark)", lk.get("redis_pairs") or {}))
+    rows.append(ratio_row("lockkit / raw Redis", "vs_redis"))
+    if piped:
+        rows.append(raw_redis_row(f"raw Redis pairs, pipelined (redis-benchmark -P {lk.get('pipeline')})", piped))
+        rows.append(ratio_row("lockkit / raw Redis pipelined (informational)", "vs_redis_pipelined"))
+    return ([f"## lockkit vs peers (pairs/s and p99 µs of one pair; {lk['duration_ms']} ms per run; one Redis)", ""]
+            + table(["library"] + LOCK_COLS, "l" + "r" * len(LOCK_COLS), rows)
+            + ["Contended runs: polling peers barge (a releaser re-takes the lock while waiters sleep), which inflates "
+               "their pairs/s; compare contended runs on p99 (see loadtest/peers/README.md).", ""])
+
+
+def backend_rows(lk: dict) -> list[str]:
+    """"lockkit by backend": every backend the environment named, "not run (why)" for the others."""
+    backends = lk.get("backends") or {}
+    if not backends:
+        return []
+    rows = []
+    for name, be in backends.items():
+        label = f"**lockkit** {be.get('label', name)}"
+        why = be.get("not_run") or be.get("error")
+        rows.append([label, f"not run ({why[:160]})"] + [""] * (len(LOCK_COLS) - 1) if why
+                    else [label] + lock_run_cells(be.get("runs", [])))
+    for name, be in backends.items():
+        if be.get("kind") == "redlock":
+            for lib in REDLOCK_PEERS:
+                runs = [p for p in be.get("peers", []) if p.get("library") == lib]
+                if runs:
+                    rows.append([f"{lib} {be.get('label', name)}"] + lock_run_cells(runs))
+    for key, label in (("redis_pairs", "raw Redis pairs, one Redis (redis-benchmark)"),
+                       ("redis_pairs_pipelined", f"raw Redis pairs, one Redis, pipelined (redis-benchmark -P {lk.get('pipeline')})")):
+        if lk.get(key):
+            rows.append(raw_redis_row(label, lk[key]))
+    servers = "; ".join(f"{be.get('label', n)}: {', '.join(be['nodes'])}" for n, be in backends.items() if be.get("nodes"))
+    return ([f"## lockkit by backend (pairs/s and p99 µs of one pair; {lk['duration_ms']} ms per run, same run)", ""]
+            + table([""] + LOCK_COLS, "l" + "r" * len(LOCK_COLS), rows)
+            + [f"Redis servers: {servers or '-'}. Backends come from URLs (REDIS_URL, LOCKKIT_REDLOCK_URL, "
+               "LOCKKIT_CLUSTER_URL, ZOOKEEPER_URL, ETCD_URL, DATABASE_URL as postgres:// and postgres+advisory://); one "
+               "whose URL is unset or that lockctl cannot run yet is shown as not run. Redis CPU µs/pair: utime+stime of "
+               "the backend's redis-server processes (`/proc/PID/stat`, summed over its nodes) during the run, divided "
+               "by its pairs (none for the other backends); for the raw Redis rows, the two redis-benchmark halves' CPU "
+               "per request, added. Every server runs on the same cores as the client.", ""])
+
+
+def target_rows(res: RunResult) -> list[str]:
+    L = ["## Targets", ""] + table(["target", "result", "detail"], "lll",
+                                   [[t.target, f"**{t.status}**", t.detail] for t in res.targets])
+    if res.violations:
+        L += ["## Correctness violations", ""] + [f"- {v}" for v in res.violations] + [""]
+    return L
+
+
+def notes(res: RunResult) -> list[str]:
+    out = []
+    for c in res.strategies:
+        if c.busy:
+            out.append(f"{c.name}: {c.busy} busy (503) answers")
+        if c.kind == "throughput" and c.sold_out_reached:
+            out.append(f"{c.name}: the stock ran out during the load: orders/s is not a steady-state rate")
+        if c.service_log["warn"] or c.service_log["error"]:
+            out.append(f"{c.name}: service log {c.service_log['warn']} WARN, {c.service_log['error']} ERROR lines")
+    dropped = [c.dropped_iterations for c in res.strategies]
+    if any(dropped):
+        out.append(f"k6 dropped {min(dropped)} to {max(dropped)} arrivals per mission/throughput cell: with "
+                   f"{res.settings['max_vus']} buyers in flight at most, the rest of the demand was not sent (by design: "
+                   "demand is set well above what the service absorbs, so these cells' latencies are closed-loop "
+                   "queueing times)")
+    measured = {f"{c.strategy}/{c.shards}" for c in res.latency}
+    for name in res.settings.get("latency_cells", []):
+        if name not in measured:
+            out.append(f"{name}: no latency points (no throughput cell of it ran, so there was no maximum to take shares of)")
+    for c in res.latency:
+        flag = point_flag(c)
+        if flag:
+            out.append(f"{c.name}: latency point NOT VALID: {flag}")
+    return (["## Notes", ""] + [f"- {n}" for n in out] + [""]) if out else []
+
+
+def markdown(res: RunResult) -> str:
+    L = header(res) + strategy_rows(res) + cpu_rows(res.strategies) + lock_internal_rows(res.strategies)
+    L += latency_rows(res) + ceiling_rows(res)
+    if res.lockkit.get("backends"):
+        L += peers_rows(res.lockkit) + backend_rows(res.lockkit)
+    L += target_rows(res) + notes(res)
+    L += [f"Raw data: `{res.files.get('json')}` (k6 summaries and service logs of this run under `{res.files.get('run_dir')}`).", ""]
+    return "\n".join(L)

@@ -1,0 +1,151 @@
+"""The speed and correctness targets of a run, as PASS/MISS with a detail line. Pure: built from
+the cells, the ceilings and the lock section; never changes the exit status (the violations do)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cells import CellResult
+from .ceilings import PIPELINE
+from .locks import LOCK_CONCURRENCIES, PEER_LIBRARIES
+
+TARGETS_DOC = {
+    "lockkit_vs_redis": "lockkit uncontended >= 80% of the raw Redis pair rate at every concurrency (1, 16, 64)",
+    "lockkit_vs_peers": "lockkit uncontended ahead of every peer library at every concurrency (1, 16, 64)",
+    "fenced_shard_scaling": "sharded-fenced with 20 shards >= 3x its 1-shard orders/s",
+    "fenced_vs_pg": "sharded-fenced with 20 shards >= 60% of pg_order_tps",
+    "owned_vs_db_atomic": "owned-shards with 20 shards >= 2x db-atomic with 20 shards in orders/s (throughput cells)",
+    "owned_vs_http": "owned-shards with 20 shards >= 60% of the HTTP ceiling (GET /healthz, same arrival model)",
+    "owned_redis_per_order": "owned-shards with 20 shards: <= 0.1 Redis commands per order (throughput cell)",
+    "owned_pg_per_order": "owned-shards with 20 shards: <= 0.25 PostgreSQL commits per order (throughput cell)",
+    "no_oversell": "zero oversold and zero stranded for every strategy except none (owned-unfenced included)",
+    "no_lost_acks": "every order acknowledged to a client (201) is in the orders table, every strategy",
+    "none_oversells": "none oversells (the control shows the race is real)",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    id: str
+    target: str
+    status: str  # PASS or MISS
+    detail: str
+
+
+def _t(key: str, ok: bool, detail: str) -> Target:
+    return Target(key, TARGETS_DOC[key], "PASS" if ok else "MISS", detail)
+
+
+def lock_targets(lk: dict, smoke: bool) -> list[Target]:
+    ratios = lk.get("ratios", {})
+    out = []
+    if all(ratios.get(str(c), {}).get("vs_redis") is not None for c in LOCK_CONCURRENCIES):
+        vals = {c: ratios[str(c)]["vs_redis"] for c in LOCK_CONCURRENCIES}
+        piped = {c: ratios[str(c)].get("vs_redis_pipelined") for c in LOCK_CONCURRENCIES}
+        info = ""
+        if all(v is not None for v in piped.values()):  # informational: not part of the target
+            info = (f"; informational, vs redis-benchmark -P {PIPELINE}: "
+                    + ", ".join(f"C={c}: {v * 100:.0f}%" for c, v in piped.items()))
+        out.append(_t("lockkit_vs_redis", all(v >= 0.8 for v in vals.values()),
+                      ", ".join(f"C={c}: {v * 100:.0f}%" for c, v in vals.items()) + info))
+    else:
+        out.append(_t("lockkit_vs_redis", False, "no data"))
+    if not lk.get("peers"):
+        out.append(_t("lockkit_vs_peers", False, "peers not run" + (" (smoke mode)" if smoke else "")))
+        return out
+    worst, ok = [], True
+    for c in LOCK_CONCURRENCIES:
+        vp = ratios.get(str(c), {}).get("vs_peers", {})
+        missing = [lib for lib in PEER_LIBRARIES if lib not in vp]
+        if missing or not vp:
+            ok = False
+            worst.append(f"C={c}: no data for {', '.join(missing) or 'any peer'}")
+            continue
+        lib, ratio = min(vp.items(), key=lambda kv: kv[1])
+        ok &= ratio > 1.0
+        worst.append(f"C={c}: x{ratio:.2f} vs {lib} (closest)")
+    out.append(_t("lockkit_vs_peers", ok, "; ".join(worst)))
+    return out
+
+
+def _cpu_note(cell: CellResult) -> str:
+    cpu = cell.cpu_profile or {}
+    if cpu.get("busy") is None:
+        return ""
+    return (f"; CPU during the owned-shards cell: {cpu['busy']:.0f}% busy of {cpu.get('cores', 0) * 100}% "
+            f"(seckill {cpu.get('seckill', 0):.0f}, postgres {cpu.get('postgres', 0):.0f}, k6 {cpu.get('k6', 0):.0f}, "
+            f"redis {cpu.get('redis', 0):.0f})")
+
+
+def _ratio(key: str, num: float | None, den: float | None, floor: float, describe, missing: str = "no data") -> Target:
+    """PASS when num / den >= floor; `describe(x)` says what the ratio x is; MISS with `missing`
+    when a figure is absent."""
+    if num is None or not den:
+        return _t(key, False, missing)
+    x = num / den
+    return _t(key, x >= floor, describe(x))
+
+
+def strategy_targets(cells: list[CellResult], ceilings: dict) -> list[Target]:
+    by = {(c.strategy, c.shards): c for c in cells if c.kind == "mission"}
+    tp = {(c.strategy, c.shards): c for c in cells if c.kind == "throughput"}
+    f1, f20 = by.get(("sharded-fenced", 1)), by.get(("sharded-fenced", 20))
+    f20_ops = f20.orders_per_sec if f20 else None
+    tps = (ceilings.get("pg") or {}).get("pg_order_tps")
+    out = [
+        _ratio("fenced_shard_scaling", f20_ops if f1 else None, f1.orders_per_sec if f1 else None, 3.0,
+               lambda x: f"{f20_ops:.0f} / {f1.orders_per_sec:.0f} orders/s = x{x:.2f}"),
+        _ratio("fenced_vs_pg", f20_ops, tps, 0.6, lambda x: f"{f20_ops:.0f} orders/s = {x * 100:.0f}% of {tps:.0f} tps"),
+    ]
+
+    # owned-shards: judged on the throughput cells (steady-state selling) when they ran, else on
+    # the mission cells; the other cell's figure is given in the detail.
+    def pick(strategy: str) -> CellResult | None:
+        return tp.get((strategy, 20)) or by.get((strategy, 20))
+
+    o20, a20, o_mission, am = pick("owned-shards"), pick("db-atomic"), by.get(("owned-shards", 20)), by.get(("db-atomic", 20))
+
+    def vs_atomic(x: float) -> str:
+        extra = ""
+        if o20.kind == "throughput" and o_mission and am and am.orders_per_sec:
+            extra = f"; mission cells: {o_mission.orders_per_sec:.0f} / {am.orders_per_sec:.0f} = x{o_mission.orders_per_sec / am.orders_per_sec:.2f}"
+        return (f"{o20.kind} cells: {o20.orders_per_sec:.0f} / {a20.orders_per_sec:.0f} orders/s = x{x:.2f}{extra}"
+                + (_cpu_note(o20) if x < 2.0 else ""))
+
+    same_kind = o20 is not None and a20 is not None and o20.kind == a20.kind
+    out.append(_ratio("owned_vs_db_atomic", o20.orders_per_sec if same_kind else None, a20.orders_per_sec if same_kind else None,
+                      2.0, vs_atomic))
+    http = (ceilings.get("http") or {}).get("http_ok_per_sec")
+    out.append(_ratio("owned_vs_http", o20.orders_per_sec if o20 else None, http, 0.6,
+                      lambda x: f"{o20.kind} cell: {o20.orders_per_sec:.0f} orders/s = {x * 100:.0f}% of {http:.0f} req/s",
+                      "no data" + ("" if http else " (HTTP ceiling not run)")))
+    for key, attr, limit, unit in (("owned_redis_per_order", "redis_cmds_per_order", 0.1, "Redis commands"),
+                                   ("owned_pg_per_order", "pg_commits_per_order", 0.25, "PostgreSQL commits")):
+        v = getattr(o20, attr) if o20 else None
+        if v is None:
+            out.append(_t(key, False, "no data"))
+            continue
+        extra = ""
+        if o20.kind == "throughput" and o_mission and getattr(o_mission, attr) is not None:
+            extra = f"; mission cell: {getattr(o_mission, attr):.3f}"
+        out.append(_t(key, v <= limit, f"{o20.kind} cell: {v:.3f} {unit} per order ({o20.orders} orders){extra}"))
+    return out
+
+
+def correctness_targets(cells: list[CellResult]) -> list[Target]:
+    others = [c for c in cells if c.strategy != "none"]
+    bad = [f"{c.name}: oversold={c.oversold} stranded={c.stranded}" for c in others if c.oversold != 0 or c.stranded != 0]
+    lost = [f"{c.name}: {c.acked_missing} of {c.acked}" for c in cells if c.acked_missing != 0]
+    nones = [c for c in cells if c.strategy == "none" and c.kind == "mission"]
+    acked = sum(c.acked or 0 for c in cells)
+    return [
+        _t("no_oversell", bool(others) and not bad, "; ".join(bad) if bad else f"{len(others)} cells clean"),
+        _t("no_lost_acks", bool(cells) and not lost,
+           "; ".join(lost) + " missing" if lost else f"{acked} acknowledged orders, all in the orders table"),
+        _t("none_oversells", bool(nones) and all((c.oversold or 0) > 0 for c in nones),
+           ", ".join(f"{c.shards} shard(s): oversold={c.oversold}" for c in nones) or "not run"),
+    ]
+
+
+def evaluate_targets(cells: list[CellResult], ceilings: dict, lk: dict, smoke: bool) -> list[Target]:
+    return lock_targets(lk, smoke) + strategy_targets(cells, ceilings) + correctness_targets(cells)

@@ -1,0 +1,75 @@
+"""PASS/MISS targets from cells, ceilings and the lock section."""
+
+from bench.targets import evaluate_targets
+from factories import cell, control
+
+
+def by_id(targets):
+    return {t.id: t for t in targets}
+
+
+def test_owned_shards_is_judged_on_the_throughput_cells_when_they_ran():
+    cells = [cell("owned-shards", kind="throughput", orders_per_sec=2000.0), cell("db-atomic", kind="throughput", orders_per_sec=900.0),
+             cell("owned-shards", orders_per_sec=500.0), cell("db-atomic", orders_per_sec=450.0)]
+
+    t = by_id(evaluate_targets(cells, {}, {}, smoke=False))["owned_vs_db_atomic"]
+
+    assert t.status == "PASS"
+    assert t.detail.startswith("throughput cells: 2000 / 900 orders/s = x2.22; mission cells: 500 / 450")
+
+
+def test_owned_shards_below_twice_db_atomic_misses_and_says_where_the_cpu_went():
+    owned = cell("owned-shards", kind="throughput", orders_per_sec=1000.0,
+                 cpu_profile={"busy": 190.0, "cores": 2, "seckill": 60, "postgres": 70, "k6": 50, "redis": 5})
+    cells = [owned, cell("db-atomic", kind="throughput", orders_per_sec=900.0)]
+
+    t = by_id(evaluate_targets(cells, {}, {}, smoke=False))["owned_vs_db_atomic"]
+
+    assert t.status == "MISS"
+    assert "190% busy of 200%" in t.detail
+
+
+def test_the_control_that_did_not_oversell_misses():
+    targets = by_id(evaluate_targets([control(oversold=0, k6_exit=0), cell()], {}, {}, smoke=True))
+
+    assert targets["none_oversells"].status == "MISS"
+    assert targets["no_oversell"].status == "PASS"
+
+
+def test_an_oversell_outside_the_control_misses():
+    targets = by_id(evaluate_targets([control(), cell("redis-lock", audit={"oversold": 4})], {}, {}, smoke=True))
+
+    assert targets["no_oversell"].status == "MISS"
+    assert targets["no_oversell"].detail == "redis-lock/20: oversold=4 stranded=0"
+    assert targets["none_oversells"].status == "PASS"
+
+
+def test_lost_acknowledgements_miss_and_a_clean_run_counts_them():
+    clean = by_id(evaluate_targets([cell(acked=10), cell("owned-shards", acked=5)], {}, {}, smoke=True))
+    lost = by_id(evaluate_targets([cell("redis-gate", acked=10, acked_missing=3)], {}, {}, smoke=True))
+
+    assert (clean["no_lost_acks"].status, clean["no_lost_acks"].detail) == ("PASS", "15 acknowledged orders, all in the orders table")
+    assert (lost["no_lost_acks"].status, lost["no_lost_acks"].detail) == ("MISS", "redis-gate/20: 3 of 10 missing")
+
+
+def test_the_targets_no_longer_mention_duplicates():
+    # Zero by construction of the unique index: a check that cannot fail is not reported.
+    targets = evaluate_targets([cell()], {}, {}, smoke=True)
+
+    assert not any("duplicate" in t.target for t in targets)
+
+
+def test_sharded_fenced_against_pg_order_tps():
+    cells = [cell("sharded-fenced", 1, orders_per_sec=300.0), cell("sharded-fenced", 20, orders_per_sec=1200.0)]
+
+    targets = by_id(evaluate_targets(cells, {"pg": {"pg_order_tps": 2500.0}}, {}, smoke=False))
+
+    assert targets["fenced_shard_scaling"].status == "PASS"
+    assert (targets["fenced_vs_pg"].status, targets["fenced_vs_pg"].detail) == ("MISS", "1200 orders/s = 48% of 2500 tps")
+
+
+def test_lock_targets_without_data_miss():
+    targets = by_id(evaluate_targets([], {}, {}, smoke=True))
+
+    assert targets["lockkit_vs_redis"].detail == "no data"
+    assert targets["lockkit_vs_peers"].detail == "peers not run (smoke mode)"

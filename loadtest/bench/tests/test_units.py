@@ -1,0 +1,100 @@
+"""Small pure parts: k6 defaults, latency planning, lock backends from URLs, result pruning, pgbench."""
+
+import pytest
+
+from bench.ceilings import pgbench_script
+from bench.latency import latency_specs, point_flag
+from bench.locks import advisory_url, lockctl_line, plan_backends
+from bench.processes import SetupError
+from bench.result import stale_results
+from bench.settings import LoadModel, k6_defaults
+from factories import cell
+
+K6_SNIPPET = """
+  const replayFraction = envNum('REPLAY_FRACTION', 0.05, { min: 0, max: 1 });
+    qtyMixText: envStr('QTY_MIX', '1:0.7,2:0.3'),
+    perUserLimit: envNum('PER_USER_LIMIT', 2, { min: 1, integer: true }),
+    maxPerOrder: envNum('MAX_PER_ORDER', 3, { min: 1, integer: true }),
+    setupSale: envBool('SETUP_SALE', false),
+  const invalidFraction = envNum('INVALID_FRACTION', 0.02, { min: 0, max: 1 });
+"""
+
+
+def test_the_load_model_is_read_from_the_k6_library():
+    model = LoadModel.from_k6(k6_defaults(K6_SNIPPET))
+
+    assert model == LoadModel(per_user_limit=2, max_per_order=3, qty_mix="1:0.7,2:0.3", replay_fraction=0.05, invalid_fraction=0.02)
+    assert k6_defaults(K6_SNIPPET)["SETUP_SALE"] == "false"
+    assert LoadModel.read().per_user_limit >= 1  # the real library still has the shape
+
+
+def test_a_changed_k6_library_is_an_error_not_a_silent_default():
+    with pytest.raises(ValueError):
+        LoadModel.from_k6(k6_defaults("envNum('PER_USER_LIMIT', 2)"))
+
+
+def test_quantity_weights_are_normalised():
+    model = LoadModel(2, 2, "1:7, 2:3", 0.05, 0.02)
+
+    assert model.qty_weights() == [(1, 0.7), (2, 0.3)]
+
+
+def test_latency_points_offer_fractions_of_the_throughput_cell_with_vus_to_spare():
+    tp = cell("db-atomic", kind="throughput", orders_per_sec=1000.0)
+
+    specs = latency_specs(tp, (0.25, 0.5, 0.75), duration_s=10)
+
+    assert [s.rate for s in specs] == [250, 500, 750]
+    assert all(s.kind == "latency" and s.vus_limit >= s.rate and s.total == s.rate * 10 * 2 for s in specs)
+
+
+def test_a_latency_point_is_valid_only_when_every_arrival_was_sent():
+    assert point_flag(cell(kind="latency", fraction=0.5)) is None
+    assert point_flag(cell(kind="latency", fraction=0.5, dropped_iterations=3)) == "3 arrivals dropped (open model lost)"
+    assert point_flag(cell(kind="latency", fraction=0.5, p99_ms=None)) == "no accepted order"
+
+
+def test_lock_backends_come_from_urls_and_unset_ones_are_not_run():
+    env = {"DATABASE_URL": "postgres://seckill@127.0.0.1:5440/seckill", "ETCD_URL": "etcd://127.0.0.1:2389"}
+
+    backends = {b.name: b for b in plan_backends(env, "redis://127.0.0.1:6390", "redlock://127.0.0.1:6401,127.0.0.1:6402", "")}
+
+    assert list(backends) == ["redis", "redlock-2", "cluster", "zk", "etcd", "postgres", "postgres-advisory"]
+    assert backends["redlock-2"].node_urls == ["redis://127.0.0.1:6401", "redis://127.0.0.1:6402"]
+    assert backends["cluster"].not_run == "LOCKKIT_CLUSTER_URL unset"
+    assert backends["zk"].not_run == "ZOOKEEPER_URL unset"
+    assert backends["etcd"].not_run is None and backends["etcd"].url == "etcd://127.0.0.1:2389"
+    assert backends["postgres-advisory"].url == "postgres+advisory://seckill@127.0.0.1:5440/seckill"
+
+
+def test_a_remote_new_backend_is_not_run_but_a_remote_redis_is_an_error():
+    backends = {b.name: b for b in plan_backends({"ZOOKEEPER_URL": "zk://10.0.0.1:2181/x"}, "redis://127.0.0.1:6390", "", "")}
+
+    assert "loopback" in backends["zk"].not_run
+    with pytest.raises(SetupError):
+        plan_backends({}, "redis://10.0.0.1:6379", "", "")
+
+
+def test_advisory_url_keeps_the_rest_of_the_database_url():
+    assert advisory_url("postgresql://u:p@127.0.0.1:5/db?x=1") == "postgres+advisory://u:p@127.0.0.1:5/db?x=1"
+    assert advisory_url("mysql://x") is None
+
+
+def test_lockctl_lines_measured_and_failed():
+    assert lockctl_line('{"pairs_per_sec": 10.0, "p99_us": 5}\n', 0, "")["pairs_per_sec"] == 10.0
+    failed = lockctl_line('{"event":"error","error":"the etcd backend is not built yet","retryable":false}\n', 1, "")
+    assert failed == {"error": "the etcd backend is not built yet", "retryable": False}
+    assert lockctl_line("", 101, "panicked")["error"] == "exit 101: panicked"
+
+
+def test_a_run_keeps_only_its_own_timestamped_result():
+    names = ["latest.json", "20261130T101010Z.json", "20261201T000000Z.json", "smoke-latest.json", "chaos-latest.json"]
+
+    assert stale_results(names, keep="20261201T000000Z.json") == ["20261130T101010Z.json"]
+
+
+def test_the_pgbench_order_uses_the_sales_limit_and_quantity_mix_as_parameters():
+    script = pgbench_script(LoadModel(2, 2, "1:0.7,2:0.3", 0.05, 0.02))
+
+    assert "\\set qty CASE WHEN :r <= 70 THEN 1 ELSE 2 END" in script
+    assert ":sku::text" in script and ":limit::int" in script and "'atomic'" in script
