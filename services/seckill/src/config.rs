@@ -78,6 +78,10 @@ pub struct Settings {
     /// heartbeat (`SECKILL_INSTANCE`; unique among the instances of a deployment, at most 64
     /// printable characters). Empty (the default) picks a random one at start-up.
     pub instance: String,
+    /// Where to write the bound address (`127.0.0.1:PORT`) once the listener is up
+    /// (`SECKILL_ADDRESS_FILE`), so that whoever started the instance on port 0 finds it without
+    /// reading the log. Written atomically (a temporary file renamed). Empty: not written.
+    pub address_file: Option<std::path::PathBuf>,
     /// `redis-gate`: stream entries unacknowledged this long are claimed by another consumer, and
     /// orders in flight this long count as dead for reconciliation (`SECKILL_GATE_CLAIM_IDLE_MS`).
     #[serde(with = "millis")]
@@ -129,6 +133,7 @@ impl Default for Settings {
             workers: 0,
             max_in_flight: 256,
             instance: String::new(),
+            address_file: None,
             gate_claim_idle: Duration::from_secs(5),
             gate_claim_interval: Duration::from_secs(1),
             failpoint: None,
@@ -213,6 +218,9 @@ impl Settings {
                 return Err(ConfigError("SECKILL_INSTANCE must be at most 64 printable characters".into()));
             }
             self.instance = v;
+        }
+        if let Some(v) = var("SECKILL_ADDRESS_FILE") {
+            self.address_file = (!v.is_empty()).then(|| v.into());
         }
         if let Some(v) = var("SECKILL_GATE_CLAIM_IDLE_MS") {
             self.gate_claim_idle = Duration::from_millis(parse("SECKILL_GATE_CLAIM_IDLE_MS", &v)?);
@@ -299,6 +307,14 @@ mod tests {
         let settings = Settings::default().with_env(env).unwrap();
         assert_eq!(settings.lock_url(), "etcd://u:pw@127.0.0.1:2389");
         assert!(!format!("{settings:?}").contains("pw@"));
+    }
+
+    #[test]
+    fn an_empty_address_file_is_none() {
+        let env = |name: &str| (name == "SECKILL_ADDRESS_FILE").then(String::new);
+        assert_eq!(Settings::default().with_env(env).unwrap().address_file, None);
+        let env = |name: &str| (name == "SECKILL_ADDRESS_FILE").then(|| "/tmp/a".to_string());
+        assert_eq!(Settings::default().with_env(env).unwrap().address_file, Some("/tmp/a".into()));
     }
 
     #[test]

@@ -111,7 +111,8 @@ impl Application {
         let traffic = web::Data::new(Traffic::default());
         let audits = web::Data::new(AuditGate::default());
         let listener = TcpListener::bind(settings.listen).map_err(|e| StartupError::Listen(format!("bind {}: {e}", settings.listen)))?;
-        let port = listener.local_addr().map_err(|e| StartupError::Listen(e.to_string()))?.port();
+        let address = listener.local_addr().map_err(|e| StartupError::Listen(e.to_string()))?;
+        let port = address.port();
         let workers = if settings.workers == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { settings.workers };
         let server = HttpServer::new(move || {
             App::new()
@@ -133,6 +134,9 @@ impl Application {
         .listen(listener)
         .map_err(|e| StartupError::Listen(e.to_string()))?
         .run();
+        if let Some(file) = &settings.address_file {
+            write_address(file, address).map_err(|e| StartupError::Listen(format!("SECKILL_ADDRESS_FILE {}: {e}", file.display())))?;
+        }
         tracing::info!(port, workers, "seckill listening");
         Ok(Self { port, server, locks, owned, gate })
     }
@@ -177,4 +181,11 @@ async fn record_request(
     metrics::counter!("seckill_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
     metrics::histogram!("seckill_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
     Ok(response)
+}
+
+/// Writes `address` to `file` atomically: a reader sees the whole line or no file.
+fn write_address(file: &std::path::Path, address: std::net::SocketAddr) -> std::io::Result<()> {
+    let partial = file.with_extension("partial");
+    std::fs::write(&partial, format!("{address}\n"))?;
+    std::fs::rename(partial, file)
 }

@@ -36,3 +36,18 @@ async fn unknown_routes_are_a_json_404() {
 
     crate::helpers::assert_error(response, StatusCode::NOT_FOUND, "not_found").await;
 }
+
+/// Started on port 0, the instance writes the port it got to `SECKILL_ADDRESS_FILE`, so that
+/// scripts need not read its log.
+#[tokio::test]
+async fn the_bound_address_is_written_to_the_address_file() {
+    let file = std::env::temp_dir().join(format!("seckill-address-{:08x}", rand::random::<u32>()));
+    let mut settings = crate::helpers::test_settings();
+    settings.address_file = Some(file.clone());
+
+    let app = crate::helpers::spawn_app_with(settings).await;
+
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(format!("http://{}", written.trim()), app.address);
+    std::fs::remove_file(file).unwrap();
+}
