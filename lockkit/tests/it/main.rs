@@ -16,3 +16,5 @@ mod operations;
 mod primitives;
 mod redlock;
 mod waiting;
+mod zookeeper;
+mod zookeeper_server;
