@@ -105,7 +105,11 @@ pub(crate) async fn open(servers: &str, chroot: &str, config: &Config) -> Result
             let session = zookeeper.inner.session().await?;
             if !zookeeper.inner.chroot.is_empty() {
                 let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                session.client.mkdir(&zookeeper.inner.chroot, &options).await.map_err(|e| failed("creating the chroot", e))?;
+                session
+                    .client
+                    .mkdir(&zookeeper.inner.chroot, &options)
+                    .await
+                    .map_err(|e| failed("creating the chroot", e))?;
             }
             Ok(())
         })
@@ -293,15 +297,14 @@ impl Inner {
                 Err(e) => return Err(failed("listing the lock's waiters", e)),
             };
             let queue = contenders(&children);
-            let granted_paths: HashSet<String> =
-                self.grants.lock().unwrap().values().map(|g| g.path.clone()).collect();
+            let granted_paths: HashSet<String> = self.grants.lock().unwrap().values().map(|g| g.path.clone()).collect();
             // Our node: the one this attempt created, or else the latest of this acquire that no
             // grant of it claims (a grant answered too late is being released: not reusable).
             let ours = match &created {
                 Some((name, _)) => queue.iter().position(|c| c.name == name),
-                None => queue
-                    .iter()
-                    .rposition(|c| c.name.starts_with(&protected) && !granted_paths.contains(&format!("{dir}/{}", c.name))),
+                None => queue.iter().rposition(|c| {
+                    c.name.starts_with(&protected) && !granted_paths.contains(&format!("{dir}/{}", c.name))
+                }),
             };
             // None yet (or the one we created is not listed: deleted meanwhile by an operator).
             let Some(position) = ours else {
@@ -459,8 +462,17 @@ impl Inner {
 
     /// The locks under the chroot whose names match `pattern`.
     async fn inspect(self: &Arc<Self>, pattern: &str) -> Result<Vec<LockInfo>> {
-        let session = self.session().await?;
+        let timeout = self.command_timeout;
+        let session = within(timeout, "opening a session", self.session()).await?;
         let client = &session.client;
+        // Each read is bounded (a walk of many names takes many round trips).
+        let list =
+            |path: String| within(timeout, "listing locks", async move { Ok(client.list_children(&path).await) });
+        let stat = |path: String| {
+            within(timeout, "reading a holder", async move {
+                client.check_stat(&path).await.map_err(|e| failed("reading a holder", e))
+            })
+        };
         let root = if self.chroot.is_empty() { "/".to_owned() } else { self.chroot.clone() };
         let mut found = Vec::new();
         let mut pending = VecDeque::from([(String::new(), 0)]);
@@ -472,7 +484,7 @@ impl Inner {
                 break;
             }
             let path = if name.is_empty() { root.clone() } else { format!("{}/{name}", self.chroot) };
-            let children = match client.list_children(&path).await {
+            let children = match list(path.clone()).await? {
                 Ok(children) => children,
                 // Deleted while we walked (an unused container).
                 Err(zk::Error::NoNode) => continue,
@@ -495,7 +507,7 @@ impl Inner {
         let mut infos = Vec::with_capacity(found.len());
         for (name, holder) in found {
             let stat = match &holder {
-                Some(path) => client.check_stat(path).await.map_err(|e| failed("reading a holder", e))?,
+                Some(path) => stat(path.clone()).await?,
                 None => None,
             };
             let holders = holder
@@ -586,10 +598,8 @@ fn sequence_of(name: &str) -> Option<u64> {
 
 /// The contenders among `children`, in sequence order (the holder first).
 fn contenders(children: &[String]) -> Vec<Contender<'_>> {
-    let mut queue: Vec<Contender<'_>> = children
-        .iter()
-        .filter_map(|name| sequence_of(name).map(|sequence| Contender { sequence, name }))
-        .collect();
+    let mut queue: Vec<Contender<'_>> =
+        children.iter().filter_map(|name| sequence_of(name).map(|sequence| Contender { sequence, name })).collect();
     queue.sort_by_key(|c| c.sequence);
     queue
 }
@@ -692,13 +702,17 @@ fn suspended() -> Error {
     )
 }
 
+/// Runs `op` within `timeout`; past it, an unavailable error that says what went unanswered.
+async fn within<T>(timeout: Duration, what: &str, op: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(timeout, op).await.unwrap_or_else(|_| {
+        Err(Error::new(ErrorKind::Unavailable, format!("zookeeper did not answer {what} within {timeout:?}")))
+    })
+}
+
 impl ZooKeeper {
     /// Runs `op` within the command timeout.
     async fn bounded<T>(&self, what: &str, op: impl Future<Output = Result<T>>) -> Result<T> {
-        let timeout = self.inner.command_timeout;
-        tokio::time::timeout(timeout, op).await.unwrap_or_else(|_| {
-            Err(Error::new(ErrorKind::Unavailable, format!("zookeeper did not answer {what} within {timeout:?}")))
-        })
+        within(self.inner.command_timeout, what, op).await
     }
 }
 
@@ -797,8 +811,6 @@ impl Backend for ZooKeeper {
     }
 
     fn inspect<'a>(&'a self, _prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
-        // Not bounded by one command timeout as a whole: a walk of many names takes many round
-        // trips, each of which the session bounds.
         Box::pin(async move { self.inner.inspect(pattern).await })
     }
 

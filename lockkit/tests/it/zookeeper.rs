@@ -236,7 +236,8 @@ async fn zookeeper_dropped_acquires_leave_no_node_behind() {
         }
         // A waiter dropped while parked leaves its node too.
         let holder = other.try_lock(&name).await.unwrap().expect("free");
-        let parked = tokio::time::timeout(Duration::from_millis(300), client.lock(&name, Duration::from_secs(10))).await;
+        let parked =
+            tokio::time::timeout(Duration::from_millis(300), client.lock(&name, Duration::from_secs(10))).await;
         assert!(parked.is_err(), "still waiting when dropped");
         holder.release().await.unwrap();
 
@@ -430,10 +431,11 @@ async fn zookeeper_lockctl_prints_the_fence_and_exits_3_while_held() {
         let (acquired, mut lines) = tokio::task::spawn_blocking(move || (lines.next(), lines)).await.unwrap();
         let acquired: serde_json::Value = serde_json::from_str(&acquired.unwrap().unwrap()).unwrap();
 
-        let blocked = tokio::task::spawn_blocking(move || lockctl().args(["acquire", &name, "--wait-ms", "200"]).output())
-            .await
-            .unwrap()
-            .unwrap();
+        let blocked =
+            tokio::task::spawn_blocking(move || lockctl().args(["acquire", &name, "--wait-ms", "200"]).output())
+                .await
+                .unwrap()
+                .unwrap();
 
         assert_eq!(acquired["event"], "acquired");
         assert!(acquired["fence"].as_u64().unwrap() > 0);
