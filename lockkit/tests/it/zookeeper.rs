@@ -390,9 +390,11 @@ async fn zookeeper_kazoo_and_lockkit_exclude_each_other() {
         let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
         let first = tokio::task::spawn_blocking(move || (lines.next(), lines)).await.unwrap();
         assert_eq!(first.0.unwrap().unwrap(), "held");
+        let held_at = Instant::now();
         let refused = client.lock(&name, Duration::from_millis(300)).await.unwrap_err();
         assert!(refused.is_timeout(), "{refused}");
         let ours = client.lock(&name, Duration::from_secs(20)).await.unwrap();
+        assert!(held_at.elapsed() >= Duration::from_millis(1200), "granted while kazoo held it");
         let mut lines = first.1;
         assert_eq!(lines.next().unwrap().unwrap(), "released", "granted only after kazoo released");
         assert!(holder.wait().unwrap().success());

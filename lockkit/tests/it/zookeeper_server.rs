@@ -92,20 +92,20 @@ impl ZkServer {
         format!("zk://127.0.0.1:{}/{}", self.port, chroot.trim_matches('/'))
     }
 
-    fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        let status = Command::new("kill").args([signal, &pid]).status().unwrap();
-        assert!(status.success(), "kill {signal} {pid}");
+    /// Sends `signal` to the process; whether it was delivered.
+    fn signal(&self, signal: &str) -> bool {
+        let Some(child) = &self.child else { return false };
+        Command::new("kill").args([signal, &child.id().to_string()]).status().is_ok_and(|s| s.success())
     }
 
     /// Freezes the process (SIGSTOP): it keeps its sockets but answers nothing.
     pub(crate) fn freeze(&self) {
-        self.signal("-STOP");
+        assert!(self.signal("-STOP"), "could not freeze zookeeper");
     }
 
     /// Lets a frozen process go on (SIGCONT).
     pub(crate) fn thaw(&self) {
-        self.signal("-CONT");
+        assert!(self.signal("-CONT"), "could not thaw zookeeper");
     }
 
     /// Kills the process (SIGKILL); its data directory stays.
@@ -130,9 +130,7 @@ impl ZkServer {
 
 impl Drop for ZkServer {
     fn drop(&mut self) {
-        if self.child.is_some() {
-            self.thaw();
-        }
+        // A frozen process dies of SIGKILL too; nothing to thaw first.
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
