@@ -20,3 +20,5 @@ mod postgres;
 mod primitives;
 mod redlock;
 mod waiting;
+mod zookeeper;
+mod zookeeper_server;

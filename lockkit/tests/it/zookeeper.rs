@@ -1,0 +1,454 @@
+//! The zk:// backend (Curator's `InterProcessMutex` layout) on a real ZooKeeper: exclusion, the
+//! wake-up of a parked waiter, loss when the session is lost, fences (zxids) across holders and a
+//! restart, cancellation, and interop with Python's kazoo `Lock`. Tests that freeze, kill or
+//! restart the server own one (`zookeeper_server`); the others use the shared `ZOOKEEPER_URL`.
+
+#![cfg(feature = "zookeeper")]
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind};
+use zookeeper_client as zk;
+
+use crate::{
+    support::{eventually, unique},
+    zookeeper_server::{ZkServer, split_url, zookeeper_url},
+};
+
+/// Every test is bounded in time.
+const TEST_BOUND: Duration = Duration::from_secs(90);
+
+async fn client(url: &str) -> LockClient {
+    LockClient::connect(url).await.unwrap()
+}
+
+/// A plain ZooKeeper session, standing in for an operator: the children of a lock's node.
+async fn children(url: &str, name: &str) -> Vec<String> {
+    let (hosts, chroot) = split_url(url);
+    let raw = zk::Client::connect(&hosts).await.unwrap();
+    match raw.list_children(&format!("{chroot}/{name}")).await {
+        Ok(children) => children,
+        Err(zk::Error::NoNode) => Vec::new(),
+        Err(e) => panic!("listing {name}: {e}"),
+    }
+}
+
+/// Tasks spread over `clients` each enter a critical section six times, under the lock `name_of`
+/// gives them; returns how often two tasks were inside at once, and each task's fences.
+async fn overlaps(clients: &[LockClient], name_of: impl Fn(usize) -> String) -> (u32, Vec<Vec<Fence>>) {
+    let inside = Arc::new(AtomicU32::new(0));
+    let overlaps = Arc::new(AtomicU32::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (client, name) = (clients[task % clients.len()].clone(), name_of(task));
+        let (inside, overlaps) = (inside.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut fences = Vec::new();
+            for _ in 0..6 {
+                let guard = client.lock(&name, Duration::from_secs(30)).await.unwrap();
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                fences.push(guard.fence());
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }
+            fences
+        }));
+    }
+    let mut fences = Vec::new();
+    for task in tasks {
+        fences.push(task.await.unwrap());
+    }
+    (overlaps.load(Ordering::SeqCst), fences)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_no_two_holders_and_the_detector_catches_overlap() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let clients = [client(&url).await, client(&url).await];
+        assert_eq!(clients[0].backend(), BackendKind::ZooKeeper);
+        let name = unique("zk-exclusive");
+
+        let (overlapped, fences) = overlaps(&clients, |_| name.clone()).await;
+        // Control: the same tasks, each under its own name, so nothing excludes them.
+        let (control, _) = overlaps(&clients, |task| format!("{name}-{task}")).await;
+
+        assert_eq!(overlapped, 0, "two holders at once");
+        assert!(control > 0, "the detector must see overlap when the lock does not exclude");
+        let mut all: Vec<Fence> = fences.concat();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 48, "every grant has its own fence");
+        assert!(children(&url, &name).await.is_empty(), "every node deleted on release");
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_parked_waiter_is_woken_by_the_release() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let holder = client(&url).await;
+        // A wake-up that never came would leave the waiter asleep for 30 s.
+        let waiter = LockClient::builder(&url).wake_safety_interval(Duration::from_secs(30)).connect().await.unwrap();
+        let name = unique("zk-wake");
+        let guard = holder.try_lock(&name).await.unwrap().expect("free");
+        let parked = {
+            let (waiter, name) = (waiter.clone(), name.clone());
+            tokio::spawn(async move {
+                let guard = waiter.lock(&name, Duration::from_secs(40)).await.unwrap();
+                (Instant::now(), guard)
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert!(!parked.is_finished());
+
+        let released_at = Instant::now();
+        assert!(guard.release().await.unwrap());
+        let (granted_at, granted) = parked.await.unwrap();
+
+        let after = granted_at - released_at;
+        assert!(after < Duration::from_secs(2), "granted {after:?} after the release");
+        assert!(granted.attempts() <= 3, "woken, not polling: {} attempts", granted.attempts());
+        granted.release().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_lost_fires_when_the_session_is_lost_and_the_client_recovers() {
+    tokio::time::timeout(TEST_BOUND, async {
+        // Sessions of 0.4 to 4 s; this client asks for 2 s.
+        let server = ZkServer::start(Duration::from_millis(200));
+        let url = server.url("lockkit-lost");
+        let session = Duration::from_secs(2);
+        let client = LockClient::builder(&url).default_lease(session).connect().await.unwrap();
+        let name = unique("zk-lost");
+        let guard = client.try_lock(&name).await.unwrap().expect("free");
+        let (lost, fence) = (guard.lost(), guard.fence());
+
+        server.freeze();
+        let frozen_at = Instant::now();
+        let cause = tokio::time::timeout(session * 3, lost).await.expect("lost() fires within the session timeout");
+        let after = frozen_at.elapsed();
+        // Frozen past 7/5 of the session timeout, the client gives the session up as expired.
+        tokio::time::sleep((session * 2).saturating_sub(frozen_at.elapsed())).await;
+        server.thaw();
+
+        assert_eq!(cause, LeaseLoss::Expired, "unanswered while suspended, until the lease ended");
+        assert!(after <= session + Duration::from_millis(500), "lost {after:?} after the freeze");
+        assert!(!guard.release().await.unwrap(), "the release reports that the lock was no longer held");
+        // The session expired; the same client opens a new one, and the name is free.
+        let again = client.lock(&name, Duration::from_secs(20)).await.unwrap();
+        assert!(again.fence() > fence, "a new grant, after the lost one");
+        again.release().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_deleted_node_is_lost_at_the_next_renewal() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let lease = Duration::from_secs(3);
+        let client = LockClient::builder(&url).default_lease(lease).connect().await.unwrap();
+        let name = unique("zk-deleted");
+        let guard = client.try_lock(&name).await.unwrap().expect("free");
+        let node = children(&url, &name).await.pop().expect("our node");
+
+        let (hosts, chroot) = split_url(&url);
+        let operator = zk::Client::connect(&hosts).await.unwrap();
+        operator.delete(&format!("{chroot}/{name}/{node}"), None).await.unwrap();
+        let deleted_at = Instant::now();
+
+        let cause = tokio::time::timeout(lease, guard.lost()).await.expect("lost() fires");
+        assert_eq!(cause, LeaseLoss::Gone);
+        assert!(deleted_at.elapsed() <= lease / 3 + Duration::from_millis(500));
+        assert!(!guard.release().await.unwrap());
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_fences_increase_across_holders_and_a_server_restart() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let mut server = ZkServer::start(Duration::from_millis(200));
+        let url = server.url("lockkit-fences");
+        let (a, b) = (client(&url).await, client(&url).await);
+        let name = unique("zk-fence");
+        let mut fences = Vec::new();
+        for round in 0..6 {
+            let holder = if round % 2 == 0 { &a } else { &b };
+            let guard = holder.lock(&name, Duration::from_secs(10)).await.unwrap();
+            fences.push(guard.fence());
+            guard.release().await.unwrap();
+        }
+
+        server.restart();
+        let after_restart = a.lock(&name, Duration::from_secs(30)).await.unwrap();
+        fences.push(after_restart.fence());
+
+        assert!(fences.windows(2).all(|w| w[0] < w[1]), "fences strictly increase: {fences:?}");
+        // A fence is a zxid: it can be confirmed but not raised.
+        let current = a.ensure_fence_at_least(&name, fences[0]).await.unwrap();
+        assert!(current >= after_restart.fence());
+        let refused = a.ensure_fence_at_least(&name, Fence::new(i64::MAX as u64)).await.unwrap_err();
+        assert!(refused.is_unavailable(), "{refused}");
+        after_restart.release().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_dropped_acquires_leave_no_node_behind() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let (client, other) = (client(&url).await, client(&url).await);
+        let name = unique("zk-dropped-acquire");
+        let mut cancelled = 0;
+
+        // Cancel acquires at varied points of their round trips (before the create was sent,
+        // after the server created the node but before the answer arrived, ...).
+        for i in 0..60u64 {
+            let deadline = Duration::from_micros(50 + (i * 97) % 3000);
+            match tokio::time::timeout(deadline, client.try_lock(&name)).await {
+                Ok(result) => assert!(result.unwrap().expect("free").release().await.unwrap()),
+                Err(_) => cancelled += 1,
+            }
+            let next = other.lock(&name, Duration::from_secs(5)).await.unwrap();
+            next.release().await.unwrap();
+        }
+        // A waiter dropped while parked leaves its node too.
+        let holder = other.try_lock(&name).await.unwrap().expect("free");
+        let parked =
+            tokio::time::timeout(Duration::from_millis(300), client.lock(&name, Duration::from_secs(10))).await;
+        assert!(parked.is_err(), "still waiting when dropped");
+        holder.release().await.unwrap();
+
+        assert!(cancelled > 0, "some acquires must have been cancelled for this test to mean anything");
+        let emptied = eventually(Duration::from_secs(5), || {
+            let (url, name) = (url.clone(), name.clone());
+            async move { children(&url, &name).await.is_empty() }
+        })
+        .await;
+        assert!(emptied, "nodes left behind: {:?}", children(&url, &name).await);
+        let free = other.try_lock(&name).await.unwrap().expect("the next acquire succeeds at once");
+        free.release().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_cancelled_releases_still_release() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let client = client(&url).await;
+        let names: Vec<String> = (0..40).map(|_| unique("zk-cancelled-release")).collect();
+        let mut guards = Vec::new();
+        for name in &names {
+            guards.push(client.try_lock(name).await.unwrap().unwrap());
+        }
+
+        for (i, guard) in guards.into_iter().enumerate() {
+            let _ = tokio::time::timeout(Duration::from_micros(1 + (i as u64 * 131) % 2000), guard.release()).await;
+        }
+
+        let released = eventually(Duration::from_secs(5), || {
+            let (url, names, held) = (url.clone(), names.clone(), client.held_leases());
+            async move {
+                for name in &names {
+                    if !children(&url, name).await.is_empty() {
+                        return false;
+                    }
+                }
+                held == 0
+            }
+        })
+        .await;
+        assert!(released, "nodes left behind or leases still watched");
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_fixed_lease_ends_by_itself() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let (client, other) = (client(&url).await, client(&url).await);
+        let name = unique("zk-fixed-lease");
+        let guard = client.acquire(&name).lease(Duration::from_millis(700)).await.unwrap();
+
+        let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await.expect("lost at the lease's end");
+        let next = other.lock(&name, Duration::from_secs(3)).await.expect("the node is deleted at the lease's end");
+
+        assert_eq!(lost, LeaseLoss::Expired);
+        assert!(next.fence() > guard.fence());
+        assert!(!guard.release().await.unwrap());
+        next.release().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_inspect_shows_the_holder_and_its_fence_and_refuses_primitives() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let client = client(&url).await;
+        let name = unique("zk-inspect");
+        let guard = client.try_lock(&name).await.unwrap().expect("free");
+
+        let infos = client.inspect(&format!("{name}*")).await.unwrap();
+
+        assert_eq!(infos.len(), 1, "{infos:?}");
+        assert_eq!(infos[0].name, name);
+        assert!(infos[0].held);
+        assert_eq!(infos[0].kind, LockKind::Plain);
+        assert_eq!(infos[0].fence, Some(guard.fence()));
+        assert_eq!(infos[0].holders.len(), 1);
+        assert!(client.inspect("no-such-lock-*").await.unwrap().is_empty());
+        let refused = client.semaphore(&name, 2).await.unwrap_err();
+        assert_eq!(refused.kind(), lockkit::ErrorKind::Config);
+        let refused = client.acquire(&name).lock_delay(Duration::from_secs(1)).await.unwrap_err();
+        assert_eq!(refused.kind(), lockkit::ErrorKind::Config);
+        guard.release().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Python's kazoo, from the venv that `scripts/lib/kazoo.sh` keeps (installed on first use).
+fn kazoo_python() -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/lib/kazoo.sh");
+    let out = Command::new("bash").arg(script).stderr(Stdio::inherit()).output().unwrap();
+    assert!(out.status.success(), "scripts/lib/kazoo.sh could not provide kazoo");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A kazoo `Lock` that counts Curator's `-lock-` nodes as contenders. `hold MS`: takes the lock
+/// (waiting up to 20 s), prints `held`, holds it MS ms, releases, prints `released`.
+/// `try SECONDS`: prints `acquired` (and releases) or `timeout`.
+const KAZOO: &str = r#"
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import LockTimeout
+hosts, path, mode, arg = sys.argv[1:5]
+zk = KazooClient(hosts=hosts, timeout=10)
+zk.start(timeout=10)
+lock = zk.Lock(path, "kazoo", extra_lock_patterns=["-lock-"])
+if mode == "hold":
+    lock.acquire(timeout=20)
+    print("held", flush=True)
+    import time; time.sleep(int(arg) / 1000)
+    lock.release()
+    print("released", flush=True)
+else:
+    try:
+        lock.acquire(timeout=float(arg))
+        print("acquired", flush=True)
+        lock.release()
+    except LockTimeout:
+        print("timeout", flush=True)
+zk.stop()
+"#;
+
+fn kazoo(python: &str, url: &str, name: &str, mode: &str, arg: &str) -> Command {
+    let (hosts, chroot) = split_url(url);
+    let mut command = Command::new(python);
+    command.args(["-c", KAZOO, &hosts, &format!("{chroot}/{name}"), mode, arg]).stdout(Stdio::piped());
+    command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_kazoo_and_lockkit_exclude_each_other() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let python = kazoo_python();
+        let client = client(&url).await;
+        let name = unique("zk-kazoo");
+
+        // kazoo holds: we time out, then get it once kazoo lets go.
+        let mut holder = kazoo(&python, &url, &name, "hold", "1500").spawn().unwrap();
+        let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+        let first = tokio::task::spawn_blocking(move || (lines.next(), lines)).await.unwrap();
+        assert_eq!(first.0.unwrap().unwrap(), "held");
+        let held_at = Instant::now();
+        let refused = client.lock(&name, Duration::from_millis(300)).await.unwrap_err();
+        assert!(refused.is_timeout(), "{refused}");
+        let ours = client.lock(&name, Duration::from_secs(20)).await.unwrap();
+        assert!(held_at.elapsed() >= Duration::from_millis(1200), "granted while kazoo held it");
+        let mut lines = first.1;
+        assert_eq!(lines.next().unwrap().unwrap(), "released", "granted only after kazoo released");
+        assert!(holder.wait().unwrap().success());
+
+        // We hold: kazoo times out, then gets it once we let go.
+        let blocked = tokio::task::spawn_blocking({
+            let (python, url, name) = (python.clone(), url.clone(), name.clone());
+            move || kazoo(&python, &url, &name, "try", "0.5").output().unwrap()
+        })
+        .await
+        .unwrap();
+        assert_eq!(String::from_utf8_lossy(&blocked.stdout).trim(), "timeout");
+        ours.release().await.unwrap();
+        let after = tokio::task::spawn_blocking(move || kazoo(&python, &url, &name, "try", "5").output().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&after.stdout).trim(), "acquired");
+    })
+    .await
+    .expect("bounded");
+}
+
+#[cfg(feature = "cli")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_lockctl_prints_the_fence_and_exits_3_while_held() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let name = unique("zk-cli");
+        let lockctl = move || {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+            command.args(["--url", &url]).stdout(Stdio::piped());
+            command
+        };
+        let mut holder = lockctl.clone()().args(["acquire", &name, "--hold-ms", "3000"]).spawn().unwrap();
+        let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+        let (acquired, mut lines) = tokio::task::spawn_blocking(move || (lines.next(), lines)).await.unwrap();
+        let acquired: serde_json::Value = serde_json::from_str(&acquired.unwrap().unwrap()).unwrap();
+
+        let blocked =
+            tokio::task::spawn_blocking(move || lockctl().args(["acquire", &name, "--wait-ms", "200"]).output())
+                .await
+                .unwrap()
+                .unwrap();
+
+        assert_eq!(acquired["event"], "acquired");
+        assert!(acquired["fence"].as_u64().unwrap() > 0);
+        assert_eq!(blocked.status.code(), Some(3));
+        let line: serde_json::Value = serde_json::from_slice(&blocked.stdout).unwrap();
+        assert_eq!(line["event"], "not_acquired");
+        let released: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(released["event"], "released");
+        assert_eq!(released["held"], true);
+        assert!(holder.wait().unwrap().success());
+    })
+    .await
+    .expect("bounded");
+}
