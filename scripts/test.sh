@@ -37,8 +37,9 @@ trap 'exit 143' TERM
 export WITH=zookeeper,etcd
 bash scripts/services.sh up >/dev/null
 eval "$(bash scripts/services.sh env)"
-# The sale page's test drives headless Chromium.
+# The sale page's test drives headless Chromium; the ZooKeeper interop test drives Python's kazoo.
 bash scripts/browser.sh install
+bash scripts/kazoo.sh >/dev/null
 echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL ZOOKEEPER_URL=$ZOOKEEPER_URL ETCD_URL=$ETCD_URL" >&2
 
 status=0

@@ -335,11 +335,11 @@ async fn zookeeper_inspect_shows_the_holder_and_its_fence_and_refuses_primitives
     .expect("bounded");
 }
 
-/// Python's kazoo, from the venv that `scripts/lib/kazoo.sh` keeps (installed on first use).
+/// Python's kazoo, from the venv that `scripts/kazoo.sh` keeps (installed on first use).
 fn kazoo_python() -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/lib/kazoo.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/kazoo.sh");
     let out = Command::new("bash").arg(script).stderr(Stdio::inherit()).output().unwrap();
-    assert!(out.status.success(), "scripts/lib/kazoo.sh could not provide kazoo");
+    assert!(out.status.success(), "scripts/kazoo.sh could not provide kazoo");
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 

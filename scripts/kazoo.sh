@@ -2,13 +2,13 @@
 # Python's kazoo (a ZooKeeper client with its own Lock recipe) in a venv of the repo, for
 # lockkit's ZooKeeper interop test. Idempotent: installs on the first run, then only prints.
 #
-#   scripts/lib/kazoo.sh      prints the venv's python (with kazoo importable) on stdout
+#   scripts/kazoo.sh      prints the venv's python (with kazoo importable) on stdout
 #
 # The venv lives in <repo>/.run/kazoo-venv (Debian's Python refuses system-wide pip installs).
 # Progress goes to stderr.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.run/kazoo-venv"
 PY="$VENV/bin/python"
 
