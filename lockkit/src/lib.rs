@@ -40,6 +40,7 @@ mod connections;
 mod core;
 mod error;
 mod fence;
+mod glob;
 mod guard;
 mod hold;
 mod inspect;

@@ -66,6 +66,7 @@ use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
+    glob,
     hold::Hold,
     inspect::{Holder, HolderRole, LockKind, Waiter},
     keys::LockKeys,
@@ -647,110 +648,6 @@ impl Backend for Etcd {
             self.delete_and_revoke(&ours.key, ours.lease).await?;
             Ok(())
         })
-    }
-}
-
-/// Lock-name globs in Redis `SCAN MATCH` syntax (`*`, `?`, `[abc]`, `[a-z]`, `[^a]`, `\x`), the
-/// syntax `inspect` takes on every backend.
-mod glob {
-    /// The part of `pattern` before its first wildcard, unescaped: every matching name starts with
-    /// it.
-    pub(super) fn literal_prefix(pattern: &str) -> String {
-        let mut out = String::new();
-        let mut chars = pattern.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '*' | '?' | '[' => break,
-                '\\' => match chars.next() {
-                    Some(escaped) => out.push(escaped),
-                    None => break,
-                },
-                c => out.push(c),
-            }
-        }
-        out
-    }
-
-    /// Whether `name` matches `pattern`.
-    pub(super) fn matches(pattern: &str, name: &str) -> bool {
-        let pattern: Vec<char> = pattern.chars().collect();
-        let name: Vec<char> = name.chars().collect();
-        matches_from(&pattern, &name)
-    }
-
-    fn matches_from(pattern: &[char], name: &[char]) -> bool {
-        let Some((&first, rest)) = pattern.split_first() else { return name.is_empty() };
-        match first {
-            '*' => (0..=name.len()).any(|skip| matches_from(rest, &name[skip..])),
-            '?' => !name.is_empty() && matches_from(rest, &name[1..]),
-            '[' => {
-                let Some((&c, tail)) = name.split_first() else { return false };
-                match class(rest, c) {
-                    Some((true, after)) => matches_from(after, tail),
-                    Some((false, _)) => false,
-                    // No closing bracket: a literal '['.
-                    None => c == '[' && matches_from(rest, tail),
-                }
-            }
-            '\\' if !rest.is_empty() => name.first() == Some(&rest[0]) && matches_from(&rest[1..], &name[1..]),
-            literal => name.first() == Some(&literal) && matches_from(rest, &name[1..]),
-        }
-    }
-
-    /// Matches `c` against the class after a '['; returns whether it matched and the pattern after
-    /// the closing ']', or `None` if the class is not closed.
-    fn class(pattern: &[char], c: char) -> Option<(bool, &[char])> {
-        let (negated, mut i) = match pattern.first() {
-            Some('^' | '!') => (true, 1),
-            _ => (false, 0),
-        };
-        let mut hit = false;
-        let mut first = true;
-        while i < pattern.len() {
-            let p = pattern[i];
-            if p == ']' && !first {
-                return Some((hit != negated, &pattern[i + 1..]));
-            }
-            first = false;
-            if p == '\\' && i + 1 < pattern.len() {
-                hit |= pattern[i + 1] == c;
-                i += 2;
-            } else if i + 2 < pattern.len() && pattern[i + 1] == '-' && pattern[i + 2] != ']' {
-                let (lo, hi) = (p.min(pattern[i + 2]), p.max(pattern[i + 2]));
-                hit |= (lo..=hi).contains(&c);
-                i += 3;
-            } else {
-                hit |= p == c;
-                i += 1;
-            }
-        }
-        None
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn globs_match_like_redis_scan() {
-            assert!(matches("*", "anything"));
-            assert!(matches("orders:*", "orders:7"));
-            assert!(!matches("orders:*", "order"));
-            assert!(matches("o?ders", "orders"));
-            assert!(matches("shard-[0-9]", "shard-7"));
-            assert!(!matches("shard-[^0-9]", "shard-7"));
-            assert!(matches("a\\*b", "a*b"));
-            assert!(!matches("a\\*b", "axb"));
-            assert!(matches("x[ab]y*", "xby-1"));
-        }
-
-        #[test]
-        fn the_literal_prefix_ends_at_the_first_wildcard() {
-            assert_eq!(literal_prefix("orders:*"), "orders:");
-            assert_eq!(literal_prefix("a\\*b*"), "a*b");
-            assert_eq!(literal_prefix("*"), "");
-            assert_eq!(literal_prefix("plain"), "plain");
-        }
     }
 }
 

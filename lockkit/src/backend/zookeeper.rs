@@ -491,7 +491,7 @@ impl Inner {
                 Err(e) => return Err(failed("listing locks", e)),
             };
             let queue = contenders(&children);
-            if !name.is_empty() && (!queue.is_empty() || children.is_empty()) && glob_match(pattern, &name) {
+            if !name.is_empty() && (!queue.is_empty() || children.is_empty()) && crate::glob::matches(pattern, &name) {
                 found.push((name.clone(), queue.first().map(|c| format!("{path}/{}", c.name))));
             }
             if depth < INSPECT_MAX_DEPTH {
@@ -619,68 +619,6 @@ fn protected_prefix(ticket: &str) -> String {
 fn holder_id(path: &str) -> String {
     let name = path.rsplit('/').next().unwrap_or(path);
     name.strip_prefix("_c_").unwrap_or(name).chars().take(8).collect()
-}
-
-/// Redis `MATCH` globbing: `*`, `?`, `[abc]`, `[^a-z]` and `\` escapes.
-fn glob_match(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    // Iterative matching with one backtrack point for the latest `*`.
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        let step = match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ti));
-                pi += 1;
-                continue;
-            }
-            Some('?') => Some(1),
-            Some('[') => class_match(&p[pi..], t[ti]),
-            Some('\\') if pi + 1 < p.len() => (p[pi + 1] == t[ti]).then_some(2),
-            Some(&c) => (c == t[ti]).then_some(1),
-            None => None,
-        };
-        match step {
-            Some(width) => {
-                pi += width;
-                ti += 1;
-            }
-            None => match star {
-                Some((sp, st)) => {
-                    pi = sp + 1;
-                    ti = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
-/// Matches `c` against the class at the start of `p` (`[...]`); the class's width if it matches.
-fn class_match(p: &[char], c: char) -> Option<usize> {
-    let mut i = 1;
-    let negated = matches!(p.get(i), Some('^' | '!'));
-    if negated {
-        i += 1;
-    }
-    let mut matched = false;
-    while i < p.len() && p[i] != ']' {
-        if p[i] == '\\' && i + 1 < p.len() {
-            matched |= p[i + 1] == c;
-            i += 2;
-        } else if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
-            let (lo, hi) = if p[i] <= p[i + 2] { (p[i], p[i + 2]) } else { (p[i + 2], p[i]) };
-            matched |= (lo..=hi).contains(&c);
-            i += 3;
-        } else {
-            matched |= p[i] == c;
-            i += 1;
-        }
-    }
-    // An unclosed class ends with the pattern, as in Redis.
-    (matched != negated).then_some((i + 1).min(p.len()))
 }
 
 /// A ZooKeeper error as lockkit's: unavailable unless retrying cannot help.
@@ -863,24 +801,5 @@ mod tests {
         let node = format!("{}lock-0000000001", protected_prefix(ticket));
         assert_eq!(sequence_of(&node), Some(1));
         assert_eq!(holder_id(&format!("/a/{node}")), "01234567");
-    }
-
-    #[test]
-    fn globs_follow_redis_match() {
-        for (pattern, text, expected) in [
-            ("*", "orders:7", true),
-            ("orders:*", "orders:7", true),
-            ("orders:?", "orders:17", false),
-            ("o*s:1?", "orders:17", true),
-            ("a[bc]d", "acd", true),
-            ("a[^bc]d", "acd", false),
-            ("a[a-c]d", "abd", true),
-            ("a\\*", "a*", true),
-            ("a\\*", "ab", false),
-            ("*x", "abc", false),
-            ("test:zk:*", "test:zk:ab/cd", true),
-        ] {
-            assert_eq!(glob_match(pattern, text), expected, "{pattern} ~ {text}");
-        }
     }
 }

@@ -15,7 +15,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 use tokio_postgres::{Client, types::Type};
 
-use super::{Names, Server, Shared, bounded, is_glob};
+use super::{Names, Server, Shared, bounded};
 use crate::{
     Fence, LockInfo,
     backend::{self, Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
@@ -300,7 +300,7 @@ impl Backend for PgAdvisory {
 
     fn inspect<'a>(&'a self, _prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
         Box::pin(async move {
-            if is_glob(pattern) {
+            if crate::glob::is_pattern(pattern) {
                 return Err(Error::new(
                     ErrorKind::Config,
                     "advisory locks are keyed by a hash of the name, so they cannot be listed by pattern: inspect \

@@ -6,7 +6,7 @@ use std::{collections::HashSet, fmt, sync::Arc, time::Duration};
 
 use tokio_postgres::types::Type;
 
-use super::{Names, Shared, glob_to_regex};
+use super::{Names, Shared};
 use crate::{
     Fence, LockInfo,
     backend::{self, Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
@@ -46,7 +46,8 @@ struct Statements {
     release: String,
     /// `$1` names, `$2` tokens, `$3` leases in ms → the (name, token) pairs still ours, extended.
     renew: String,
-    /// `$1` a regular expression → name, fence, token, ms left (negative when expired).
+    /// `$1` the names' literal start → name, fence, token, ms left (negative when expired) of
+    /// every lock taken and not released; the caller matches the whole pattern.
     inspect: String,
 }
 
@@ -84,7 +85,7 @@ impl Statements {
             ),
             inspect: format!(
                 "SELECT name, fence, token, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
-                 FROM {table} WHERE name ~ $1 AND token <> ''"
+                 FROM {table} WHERE starts_with(name, $1) AND token <> ''"
             ),
         }
     }
@@ -228,14 +229,15 @@ impl Backend for PgLease {
 
     fn inspect<'a>(&'a self, _prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
         Box::pin(async move {
-            let regex = glob_to_regex(pattern);
+            let prefix = crate::glob::literal_prefix(pattern);
             let rows = self
                 .shared
                 .pool
-                .run("an inspection", async |c| c.query_typed(&self.sql.inspect, &[(&regex, Type::TEXT)]).await)
+                .run("an inspection", async |c| c.query_typed(&self.sql.inspect, &[(&prefix, Type::TEXT)]).await)
                 .await?;
             let mut infos: Vec<LockInfo> = rows
                 .iter()
+                .filter(|row| crate::glob::matches(pattern, row.get::<_, &str>(0)))
                 .map(|row| {
                     let (name, fence, token, left_ms): (String, i64, String, i64) =
                         (row.get(0), row.get(1), row.get(2), row.get(3));

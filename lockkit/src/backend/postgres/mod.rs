@@ -446,58 +446,6 @@ async fn listen(server: Server, names: Names, wake: WakeHub, stop: CancellationT
     }
 }
 
-/// A glob (`*`, `?`, `[...]`, `\` escapes, as Redis `SCAN MATCH` takes) as an anchored POSIX
-/// regular expression for PostgreSQL's `~`.
-fn glob_to_regex(glob: &str) -> String {
-    let mut out = String::from("^");
-    let mut chars = glob.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' => out.push_str(".*"),
-            '?' => out.push('.'),
-            '\\' => {
-                if let Some(next) = chars.next() {
-                    push_literal(&mut out, next);
-                }
-            }
-            '[' => {
-                let class: String = chars.clone().take_while(|&c| c != ']').collect();
-                if chars.clone().nth(class.chars().count()) == Some(']') && !class.is_empty() {
-                    out.push('[');
-                    for c in class.chars() {
-                        if c == '\\' {
-                            out.push_str("\\\\");
-                        } else {
-                            out.push(c);
-                        }
-                    }
-                    out.push(']');
-                    for _ in 0..=class.chars().count() {
-                        chars.next();
-                    }
-                } else {
-                    push_literal(&mut out, '[');
-                }
-            }
-            other => push_literal(&mut out, other),
-        }
-    }
-    out.push('$');
-    out
-}
-
-fn push_literal(out: &mut String, c: char) {
-    if !c.is_alphanumeric() && c != ' ' && c != '_' {
-        out.push('\\');
-    }
-    out.push(c);
-}
-
-/// Whether `pattern` has glob metacharacters (otherwise it is one exact name).
-fn is_glob(pattern: &str) -> bool {
-    pattern.contains(['*', '?', '[', '\\'])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,16 +457,6 @@ mod tests {
         for bad in ["", "Lockkit", "2x", "a-b", "a;drop", "x\"", &"a".repeat(55)] {
             assert_eq!(Names::new(bad).unwrap_err().kind(), ErrorKind::Config, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn globs_become_anchored_regexes() {
-        assert_eq!(glob_to_regex("orders:*"), "^orders\\:.*$");
-        assert_eq!(glob_to_regex("a?c"), "^a.c$");
-        assert_eq!(glob_to_regex("x[0-9]"), "^x[0-9]$");
-        assert_eq!(glob_to_regex("a.b\\*"), "^a\\.b\\*$");
-        assert_eq!(glob_to_regex("open[x"), "^open\\[x$");
-        assert!(is_glob("a*") && !is_glob("test:name:1"));
     }
 
     #[test]
