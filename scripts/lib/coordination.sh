@@ -57,13 +57,19 @@ CFG
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$ZK_DIR/zoo.cfg" \
         </dev/null >"$ZK_DIR/zookeeper.log" 2>&1 &
     echo $! >"$ZK_DIR/zookeeper.pid"
-    local deadline=$((SECONDS + TIMEOUT))
-    until zk_ready; do
-        pid_is "$(read_pid "$ZK_DIR/zookeeper.pid")" java || { tail -n 30 "$ZK_DIR/zookeeper.log" >&2; die "zookeeper exited during start-up"; }
-        [[ $SECONDS -lt $deadline ]] || die "zookeeper did not answer srvr on 127.0.0.1:$ZK_PORT within ${TIMEOUT}s"
+    await_ready zookeeper "$ZK_DIR/zookeeper" java zk_ready
+}
+
+# Waits until `$4` (a readiness check) passes for the server whose files are `$2.pid` and
+# `$2.log` (process name `$3`); dies with the log's tail if it exits or takes too long.
+await_ready() {
+    local what="$1" base="$2" comm="$3" ready="$4" deadline=$((SECONDS + TIMEOUT))
+    until "$ready"; do
+        pid_is "$(read_pid "$base.pid")" "$comm" || { tail -n 30 "$base.log" >&2; die "$what exited during start-up"; }
+        [[ $SECONDS -lt $deadline ]] || die "$what was not ready within ${TIMEOUT}s; see $base.log"
         sleep 0.3
     done
-    log "zookeeper ready (pid $(read_pid "$ZK_DIR/zookeeper.pid"))"
+    log "$what ready (pid $(read_pid "$base.pid"))"
 }
 
 etcd_ready() {
@@ -86,13 +92,7 @@ etcd_up() {
         --initial-cluster "lockkit=http://127.0.0.1:$peer" \
         </dev/null >"$ETCD_DIR/etcd.log" 2>&1 &
     echo $! >"$ETCD_DIR/etcd.pid"
-    local deadline=$((SECONDS + TIMEOUT))
-    until etcd_ready; do
-        pid_is "$(read_pid "$ETCD_DIR/etcd.pid")" etcd || { tail -n 30 "$ETCD_DIR/etcd.log" >&2; die "etcd exited during start-up"; }
-        [[ $SECONDS -lt $deadline ]] || die "etcd did not become healthy on 127.0.0.1:$ETCD_PORT within ${TIMEOUT}s"
-        sleep 0.3
-    done
-    log "etcd ready (pid $(read_pid "$ETCD_DIR/etcd.pid"))"
+    await_ready etcd "$ETCD_DIR/etcd" etcd etcd_ready
 }
 
 # Stops the server whose pid file is $1 (process name $2, port $3), if this project started it.
