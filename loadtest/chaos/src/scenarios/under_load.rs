@@ -492,6 +492,10 @@ async fn execute(
     instances: &mut Vec<Instance>,
     report: &mut ScenarioReport,
 ) -> Result<()> {
+    // Logs, history and the sale are named after the scenario (`pause-zk` for `pause@zk`), so
+    // that runs of one plan on several backends keep their own files.
+    let label = report.scenario.replace('@', "-");
+    let label = label.as_str();
     let pg_log = env.postgres.log_position();
     let mut specs = vec![
         env.instance_spec("a", budget),
@@ -502,13 +506,13 @@ async fn execute(
     }
     plan.prepare(env, &mut specs).await?;
     for spec in &specs {
-        instances.push(env.start_instance(spec, plan.name()).await?);
+        instances.push(env.start_instance(spec, label).await?);
     }
     let apis = instances
         .iter()
         .map(|i| Api::new(&i.base_url(), budget.request_timeout))
         .collect::<Result<Vec<_>>>()?;
-    let sku = format!("chaos-{}-{:08x}", plan.name(), rand::random::<u32>());
+    let sku = format!("chaos-{label}-{:08x}", rand::random::<u32>());
     let sale = plan.sale(budget);
     apis[0].put_sale(&sku, &sale, plan.strategy()).await?;
 
@@ -531,7 +535,7 @@ async fn execute(
         budget,
         sku: &sku,
         specs: &specs,
-        label: plan.name(),
+        label,
         clock,
         faults: Vec::new(),
         db: None,
@@ -585,7 +589,7 @@ async fn execute(
     let history_file = env
         .work_dir()
         .join("history")
-        .join(format!("{}.jsonl", plan.name()));
+        .join(format!("{label}.jsonl"));
     write_history(&history_file, &ops, &resolutions)?;
     report.figure("history_file", history_file.display().to_string());
 
@@ -655,7 +659,7 @@ async fn execute(
     }
     progress!(
         "  {}: {} requests, {} acknowledged, {} lost, oversold {}, stale rejected {}",
-        plan.name(),
+        report.scenario,
         report.requests,
         report.acknowledged,
         report.lost,
