@@ -19,7 +19,8 @@
 //! | [`lock_backend`] | where the shard locks live: Redis, ZooKeeper, etcd or PostgreSQL |
 //! | [`checker`] | resolving indeterminate operations, then checking history against PostgreSQL |
 //! | [`report`] | per-scenario results, `chaos-*.json` and `chaos-*.md` |
-//! | [`scenarios`] | one file per scenario, plus the shared run under load |
+//! | [`harness`] | the run every fault scenario shares: the plan trait, the fault run, execution, judging |
+//! | [`scenarios`] | one file per scenario |
 //! | [`suite`] | the ordered scenario list, the run of all of them, the verdict |
 
 #![forbid(unsafe_code)]
@@ -28,6 +29,7 @@ pub mod api;
 pub mod checker;
 pub mod environment;
 pub mod faultproxy;
+pub mod harness;
 pub mod history;
 pub mod load;
 pub mod lock_backend;

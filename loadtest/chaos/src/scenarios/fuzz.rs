@@ -10,7 +10,7 @@ use std::{collections::BTreeMap, path::Path, process::Stdio};
 use anyhow::{Context, Result};
 use tokio::process::Command;
 
-use super::under_load::FENCED;
+use crate::harness::FENCED;
 use crate::{
     api::Api,
     checker::{self, Snapshot},

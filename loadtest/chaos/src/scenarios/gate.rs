@@ -33,7 +33,7 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::under_load::{FaultPlan, FaultRun, RunOutcome, TARGET};
+use crate::harness::{FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
     api::{Api, Reply},
     checker::Findings,

@@ -7,7 +7,7 @@
 
 use anyhow::Result;
 
-use super::under_load::{FaultPlan, FaultRun, RunOutcome, TARGET};
+use crate::harness::{FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
     report::Check,
     settings::{Budget, SaleSettings},

@@ -1,8 +1,8 @@
 //! The scenarios, one file each. Those that inject faults under load implement
-//! [`under_load::FaultPlan`] and share one run ([`under_load::run`]): start two instances, create
-//! a sale, drive the load, inject, heal, resolve, check (`redis-gate` sales also reconcile and
-//! sell out, see `gate`). The others (`fuzz`, `lock_tokens`,
-//! `redlock`) are self-contained.
+//! [`FaultPlan`](crate::harness::FaultPlan) and share one run ([`harness::run`]), which lives in
+//! [`crate::harness`]: start two instances, create a sale, drive the load, inject, heal, resolve,
+//! check (`redis-gate` sales also reconcile and sell out, see `gate`). The others (`fuzz`,
+//! `lock_tokens`, `redlock`) are self-contained. Nothing shared by several scenarios lives here.
 //!
 //! A [`Scenario`] is a plan and the [`LockBackend`] the instances keep their shard locks on:
 //! every plan runs on Redis, and `pause`, `session-loss` and `control` also on ZooKeeper, etcd and
@@ -22,12 +22,12 @@ mod redis_loss;
 mod redlock;
 mod session_loss;
 mod stale_failover;
-pub mod under_load;
 
 use std::time::Instant;
 
 use crate::{
-    environment::Environment, lock_backend::LockBackend, report::ScenarioReport, settings::Budget,
+    environment::Environment, harness, lock_backend::LockBackend, report::ScenarioReport,
+    settings::Budget,
 };
 
 /// Every scenario, in the order the suite runs them.
@@ -160,7 +160,7 @@ impl Scenario {
 
     /// The name used on the command line and in reports (`pause`, `pause@zk`).
     pub fn name(self) -> String {
-        under_load::scenario_name(self.id.name(), self.backend)
+        harness::scenario_name(self.id.name(), self.backend)
     }
 
     /// Looks a scenario up by name.
@@ -173,41 +173,41 @@ impl Scenario {
         let started = Instant::now();
         let on = self.backend;
         let mut report = match self.id {
-            ScenarioId::Pause => under_load::run(pause::Pause::fenced(), on, env, budget).await,
-            ScenarioId::RedisLoss => under_load::run(redis_loss::RedisLoss, on, env, budget).await,
+            ScenarioId::Pause => harness::run(pause::Pause::fenced(), on, env, budget).await,
+            ScenarioId::RedisLoss => harness::run(redis_loss::RedisLoss, on, env, budget).await,
             ScenarioId::Partition => {
-                under_load::run(partition::Partition::default(), on, env, budget).await
+                harness::run(partition::Partition::default(), on, env, budget).await
             }
-            ScenarioId::PgRestart => under_load::run(pg_restart::PgRestart, on, env, budget).await,
-            ScenarioId::PgDelay => under_load::run(pg_link::PgLink::delay(), on, env, budget).await,
+            ScenarioId::PgRestart => harness::run(pg_restart::PgRestart, on, env, budget).await,
+            ScenarioId::PgDelay => harness::run(pg_link::PgLink::delay(), on, env, budget).await,
             ScenarioId::PgBlackhole => {
-                under_load::run(pg_link::PgLink::blackhole(), on, env, budget).await
+                harness::run(pg_link::PgLink::blackhole(), on, env, budget).await
             }
             ScenarioId::PgDelayControl => {
-                under_load::run(pg_link::PgLink::delay_control(), on, env, budget).await
+                harness::run(pg_link::PgLink::delay_control(), on, env, budget).await
             }
             ScenarioId::EarlyExpiry => {
-                under_load::run(early_expiry::EarlyExpiry::default(), on, env, budget).await
+                harness::run(early_expiry::EarlyExpiry::default(), on, env, budget).await
             }
             ScenarioId::StaleFailover => {
-                under_load::run(stale_failover::StaleFailover::default(), on, env, budget).await
+                harness::run(stale_failover::StaleFailover::default(), on, env, budget).await
             }
             ScenarioId::Redlock => redlock::run(env, budget).await,
-            ScenarioId::Control => under_load::run(control::plan(), on, env, budget).await,
+            ScenarioId::Control => harness::run(control::plan(), on, env, budget).await,
             ScenarioId::InstanceKill => {
-                under_load::run(instance_kill::InstanceKill, on, env, budget).await
+                harness::run(instance_kill::InstanceKill, on, env, budget).await
             }
             ScenarioId::GateRedisLoss => {
-                under_load::run(gate::GatePlan::redis_loss(), on, env, budget).await
+                harness::run(gate::GatePlan::redis_loss(), on, env, budget).await
             }
             ScenarioId::GateRedisLossDurable => {
-                under_load::run(gate::GatePlan::redis_loss_durable(), on, env, budget).await
+                harness::run(gate::GatePlan::redis_loss_durable(), on, env, budget).await
             }
             ScenarioId::GateFailpoint => {
-                under_load::run(gate::GatePlan::failpoint(), on, env, budget).await
+                harness::run(gate::GatePlan::failpoint(), on, env, budget).await
             }
             ScenarioId::SessionLoss => {
-                under_load::run(session_loss::SessionLoss::default(), on, env, budget).await
+                harness::run(session_loss::SessionLoss::default(), on, env, budget).await
             }
             ScenarioId::Fuzz => fuzz::run(env, budget).await,
             ScenarioId::LockTokens => lock_tokens::run(env).await,

@@ -21,7 +21,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context, Result};
 
-use super::under_load::{FaultPlan, FaultRun, RunOutcome, TARGET};
+use crate::harness::{FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
     environment::Environment,
     faultproxy::{FaultProxy, Mode},

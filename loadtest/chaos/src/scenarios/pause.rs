@@ -9,7 +9,7 @@
 
 use anyhow::Result;
 
-use super::under_load::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET};
+use crate::harness::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET};
 use crate::{
     report::Check,
     settings::{Budget, SaleSettings},

@@ -24,7 +24,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use super::under_load::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET, placed};
+use crate::harness::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET, placed};
 use crate::{
     environment::Environment,
     faultproxy::{FaultProxy, Mode},

@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 
-use super::under_load::{FaultPlan, FaultRun, RunOutcome};
+use crate::harness::{FaultPlan, FaultRun, RunOutcome};
 use crate::{history::Outcome, report::Check};
 
 /// Restarts in every run, the bounded one included.

@@ -10,7 +10,7 @@
 
 use anyhow::Result;
 
-use super::under_load::{FaultPlan, FaultRun, RunOutcome};
+use crate::harness::{FaultPlan, FaultRun, RunOutcome};
 use crate::{
     report::Check,
     settings::{Budget, SaleSettings},

@@ -7,7 +7,7 @@
 
 use anyhow::{Context, Result};
 
-use super::under_load::{FENCED, FaultPlan, FaultRun, RunOutcome, TARGET};
+use crate::harness::{FENCED, FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
     environment::Environment, faultproxy::FaultProxy, lock_backend::LockBackend,
     processes::seckill::InstanceSpec, report::Check,
