@@ -1,0 +1,126 @@
+//! The sale as PostgreSQL has it, read in one repeatable-read transaction: [`Snapshot`] and its
+//! rows ([`ShardRow`], [`OrderRow`], [`PartRow`]). What is checked against it lives in `checks`.
+
+use anyhow::Result;
+
+/// One shard row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRow {
+    /// Index.
+    pub shard: i32,
+    /// Initial stock.
+    pub initial: i64,
+    /// Units left.
+    pub remaining: i64,
+    /// Highest fence accepted.
+    pub fence: i64,
+}
+
+/// One order row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRow {
+    /// Order id.
+    pub id: i64,
+    /// Its idempotency key.
+    pub key: Option<String>,
+    /// Buyer.
+    pub user: String,
+    /// Units.
+    pub quantity: i64,
+    /// `redis-gate` orders: the reference the client was given as its order id.
+    pub gate_ref: Option<i64>,
+}
+
+impl OrderRow {
+    /// The id a client was acknowledged: the `redis-gate` reference, else the row's id.
+    pub fn acknowledged_id(&self) -> i64 {
+        self.gate_ref.unwrap_or(self.id)
+    }
+}
+
+/// One `order_parts` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartRow {
+    /// The order.
+    pub order_id: i64,
+    /// The shard the units came from.
+    pub shard: i32,
+    /// Units.
+    pub quantity: i64,
+    /// Fence it was written under (0 when unfenced).
+    pub fence: i64,
+}
+
+/// A sale as PostgreSQL has it.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Units for sale.
+    pub total: i64,
+    /// Per-user limit.
+    pub per_user_limit: i64,
+    /// Claims and writes refused by fences (stale holders stopped).
+    pub fence_rejections: i64,
+    /// Shards.
+    pub shards: Vec<ShardRow>,
+    /// Orders.
+    pub orders: Vec<OrderRow>,
+    /// Order parts.
+    pub parts: Vec<PartRow>,
+    /// `user_purchases`: units bought per user.
+    pub purchases: Vec<(String, i64)>,
+}
+
+impl Snapshot {
+    /// Reads sale `sku` (which must exist) in one repeatable-read transaction.
+    pub async fn load(db: &mut tokio_postgres::Client, sku: &str) -> Result<Self> {
+        let tx = db
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let sale = tx.query_one("SELECT total::bigint, per_user_limit::bigint, fence_rejections FROM sales WHERE sku = $1", &[&sku]).await?;
+        let shards = tx
+            .query("SELECT shard, initial::bigint, remaining::bigint, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku])
+            .await?
+            .iter()
+            .map(|r| ShardRow { shard: r.get(0), initial: r.get(1), remaining: r.get(2), fence: r.get(3) })
+            .collect();
+        let orders = tx
+            .query("SELECT id, idempotency_key, user_id, quantity::bigint, gate_ref FROM orders WHERE sku = $1 ORDER BY id", &[&sku])
+            .await?
+            .iter()
+            .map(|r| OrderRow { id: r.get(0), key: r.get(1), user: r.get(2), quantity: r.get(3), gate_ref: r.get(4) })
+            .collect();
+        let parts = tx
+            .query("SELECT order_id, shard, quantity::bigint, fence FROM order_parts WHERE sku = $1 ORDER BY order_id, shard", &[&sku])
+            .await?
+            .iter()
+            .map(|r| PartRow { order_id: r.get(0), shard: r.get(1), quantity: r.get(2), fence: r.get(3) })
+            .collect();
+        let purchases = tx
+            .query(
+                "SELECT user_id, bought::bigint FROM user_purchases WHERE sku = $1",
+                &[&sku],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        tx.commit().await?;
+        Ok(Self {
+            total: sale.get(0),
+            per_user_limit: sale.get(1),
+            fence_rejections: sale.get(2),
+            shards,
+            orders,
+            parts,
+            purchases,
+        })
+    }
+
+    /// Units in orders.
+    pub fn sold(&self) -> i64 {
+        self.orders.iter().map(|o| o.quantity).sum()
+    }
+}
