@@ -130,22 +130,41 @@ impl FaultRun<'_> {
         self.healed(index);
     }
 
+    /// One outage recorded as fault `action` on `instance` (`None`: all): `stop` breaks something,
+    /// the fault is held for `length` (or less, if the fault phase cap is near), `restart` brings
+    /// it back, and the fault is recorded healed. If `stop` or `restart` fails, the fault stays
+    /// open and the error is returned.
+    pub async fn outage(
+        &mut self,
+        action: impl Into<String>,
+        instance: Option<usize>,
+        length: Duration,
+        stop: impl AsyncFnOnce(&mut Self) -> Result<()>,
+        restart: impl AsyncFnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let fault = self.begin(action, instance);
+        stop(self).await?;
+        self.hold(length).await;
+        restart(self).await?;
+        self.healed(fault);
+        Ok(())
+    }
+
     /// `kill -9` the suite's Redis (every key, lock and fence counter gone) and restart it empty
     /// after `down`, recorded as one fault described by `what` (the pid and `down` are added).
     pub async fn lose_redis(&mut self, what: &str, down: Duration) -> Result<()> {
         let pid = self.env.redis.pid().unwrap_or_default();
-        let fault = self.begin(
+        self.outage(
             format!(
                 "kill -9 redis (pid {pid}){what}, restart empty after {} ms",
                 down.as_millis()
             ),
             None,
-        );
-        self.env.redis.kill9().await?;
-        self.hold(down).await;
-        self.env.redis.restart().await?;
-        self.healed(fault);
-        Ok(())
+            down,
+            async |run: &mut Self| run.env.redis.kill9().await,
+            async |run: &mut Self| run.env.redis.restart().await,
+        )
+        .await
     }
 
     /// Holds a fault for `d` (or less, if the fault phase cap is near).
@@ -263,12 +282,35 @@ impl FaultRun<'_> {
         action: String,
         instance: usize,
         length: Duration,
-    ) {
-        let fault = self.begin(action, Some(instance));
-        proxy.set_mode(Mode::Blackhole);
-        self.hold(length).await;
-        proxy.set_mode(Mode::Pass);
-        self.healed(fault);
+    ) -> Result<()> {
+        self.link_fault(proxy, Mode::Blackhole, action, instance, length)
+            .await
+    }
+
+    /// Puts `proxy` in `mode` for `length`, then back to passing, recorded as a fault `action` on
+    /// `instance`.
+    pub async fn link_fault(
+        &mut self,
+        proxy: &FaultProxy,
+        mode: Mode,
+        action: String,
+        instance: usize,
+        length: Duration,
+    ) -> Result<()> {
+        self.outage(
+            action,
+            Some(instance),
+            length,
+            async |_: &mut Self| {
+                proxy.set_mode(mode);
+                Ok(())
+            },
+            async |_: &mut Self| {
+                proxy.set_mode(Mode::Pass);
+                Ok(())
+            },
+        )
+        .await
     }
 
     /// Runs `fault` in rounds: at least `fault_rounds`, then more (up to `max_fault_rounds`)

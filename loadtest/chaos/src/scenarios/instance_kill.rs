@@ -35,18 +35,17 @@ impl FaultPlan for InstanceKill {
             |_| true,
             async |run: &mut FaultRun<'_>, _| {
                 let pid = run.instances[TARGET].pid().unwrap_or_default();
-                let fault = run.begin(
+                run.outage(
                     format!(
                         "kill -9 b (pid {pid}), start it again after {} ms",
                         down.as_millis()
                     ),
                     Some(TARGET),
-                );
-                run.instances[TARGET].kill9().await?;
-                run.hold(down).await;
-                run.restart_instance(TARGET, &[]).await?;
-                run.healed(fault);
-                Ok(())
+                    down,
+                    async |run: &mut FaultRun<'_>| run.instances[TARGET].kill9().await,
+                    async |run: &mut FaultRun<'_>| run.restart_instance(TARGET, &[]).await,
+                )
+                .await
             },
         )
         .await?;

@@ -68,8 +68,7 @@ impl FaultPlan for Partition {
             |_| true,
             async |run: &mut FaultRun<'_>, _| {
                 let action = format!("blackhole {name} <-> redis for {} ms", length.as_millis());
-                run.blackhole(proxy, action, TARGET, length).await;
-                Ok(())
+                run.blackhole(proxy, action, TARGET, length).await
             },
         )
         .await?;
@@ -82,18 +81,13 @@ impl FaultPlan for Partition {
         run.hold(gap).await;
 
         let delay = SLOW_LINK;
-        let fault = run.begin(
-            format!(
-                "delay {name} <-> redis by {} ms each way for {} ms",
-                delay.as_millis(),
-                length.as_millis()
-            ),
-            Some(TARGET),
+        let action = format!(
+            "delay {name} <-> redis by {} ms each way for {} ms",
+            delay.as_millis(),
+            length.as_millis()
         );
-        proxy.set_mode(Mode::Delay(delay));
-        run.hold(length).await;
-        proxy.set_mode(Mode::Pass);
-        run.healed(fault);
+        run.link_fault(proxy, Mode::Delay(delay), action, TARGET, length)
+            .await?;
         run.hold(gap).await;
         Ok(())
     }

@@ -80,15 +80,14 @@ impl FaultPlan for Pause {
         let pause = async |run: &mut FaultRun<'_>, _| {
             let target = &run.instances[TARGET];
             let (name, pid) = (target.name().to_owned(), target.pid().unwrap_or_default());
-            let fault = run.begin(
+            run.outage(
                 format!("SIGSTOP {name} (pid {pid}) for {} ms", length.as_millis()),
                 Some(TARGET),
-            );
-            run.instances[TARGET].pause()?;
-            run.hold(length).await;
-            run.instances[TARGET].resume()?;
-            run.healed(fault);
-            Ok(())
+                length,
+                async |run: &mut FaultRun<'_>| run.instances[TARGET].pause(),
+                async |run: &mut FaultRun<'_>| run.instances[TARGET].resume(),
+            )
+            .await
         };
         // The control stops at the first detection: its sale is small and soon sold out.
         if self.control {

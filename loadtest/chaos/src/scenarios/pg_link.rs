@@ -164,8 +164,7 @@ impl FaultPlan for PgLink {
                 "blackhole {name} <-> postgres for {} ms, then deliver",
                 length.as_millis()
             );
-            run.blackhole(proxy, action, TARGET, length).await;
-            Ok(())
+            run.blackhole(proxy, action, TARGET, length).await
         };
         // The control stops at the first detection: its sale is small and soon sold out.
         if self.judged == Judged::DelayControl {

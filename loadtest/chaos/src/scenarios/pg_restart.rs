@@ -31,18 +31,17 @@ impl FaultPlan for PgRestart {
             |_| true,
             async |run: &mut FaultRun<'_>, _| {
                 let pid = run.env.postgres.pid().unwrap_or_default();
-                let fault = run.begin(
+                run.outage(
                     format!(
                         "pg_ctl -m fast stop (postmaster pid {pid}), start after {} ms",
                         down.as_millis()
                     ),
                     None,
-                );
-                run.env.postgres.stop_fast().await?;
-                run.hold(down).await;
-                run.env.postgres.restart().await?;
-                run.healed(fault);
-                Ok(())
+                    down,
+                    async |run: &mut FaultRun<'_>| run.env.postgres.stop_fast().await,
+                    async |run: &mut FaultRun<'_>| run.env.postgres.restart().await,
+                )
+                .await
             },
         )
         .await?;

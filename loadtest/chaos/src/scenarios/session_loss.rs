@@ -57,8 +57,7 @@ impl FaultPlan for SessionLoss {
                     "blackhole {name} <-> lock server for {} ms",
                     length.as_millis()
                 );
-                run.blackhole(proxy, action, TARGET, length).await;
-                Ok(())
+                run.blackhole(proxy, action, TARGET, length).await
             },
         )
         .await?;
