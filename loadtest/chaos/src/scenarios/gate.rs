@@ -600,29 +600,28 @@ impl FaultPlan for GatePlan {
                 ));
             }
         }
-        // Judged after the failpoint (reconciliation is its remedy); after a Redis loss only
-        // reported: the remedy there is not the gate's to give.
-        let repaired =
-            g.repair.ok() && g.recheck.ok() && g.stranded() == 0 && g.recheck.get("undersold") == 0;
-        let judged = self.fault == Fault::Failpoint;
-        checks.push(Check::new(
-            "repaired_and_sold_out",
-            repaired || !judged,
-            format!(
-                "{}sold out in {} ms after the repair: {} of {} units in PostgreSQL's orders, Redis offers {}, {} stranded; reconciliation then: {}",
-                match (judged, repaired) {
-                    (true, _) => "",
-                    (false, true) => "reported, not judged: ",
-                    (false, false) => "reported, not judged: NOT REPAIRED: ",
-                },
-                g.sell_out_ms,
-                g.after_sell_out.pg_sold,
-                g.after_sell_out.total,
-                g.after_sell_out.redis_left,
-                g.stranded(),
-                g.recheck.summary()
-            ),
-        ));
+        // Judged after the failpoint (reconciliation is its remedy). After a Redis loss the remedy
+        // is not the gate's to give, and a check that always passed there said nothing: the repair
+        // and what is left stranded are in the `gate` figure and the damage row.
+        if self.fault == Fault::Failpoint {
+            let repaired = g.repair.ok()
+                && g.recheck.ok()
+                && g.stranded() == 0
+                && g.recheck.get("undersold") == 0;
+            checks.push(Check::new(
+                "repaired_and_sold_out",
+                repaired,
+                format!(
+                    "sold out in {} ms after the repair: {} of {} units in PostgreSQL's orders, Redis offers {}, {} stranded; reconciliation then: {}",
+                    g.sell_out_ms,
+                    g.after_sell_out.pg_sold,
+                    g.after_sell_out.total,
+                    g.after_sell_out.redis_left,
+                    g.stranded(),
+                    g.recheck.summary()
+                ),
+            ));
+        }
         checks
     }
 }
