@@ -10,11 +10,11 @@ use std::{collections::BTreeMap, path::Path, process::Stdio};
 use anyhow::{Context, Result};
 use tokio::process::Command;
 
-use crate::harness::FENCED;
 use crate::{
     api::Api,
     checker::{self, Snapshot},
     environment::Environment,
+    harness::FENCED,
     processes::seckill::{ADMIN_TOKEN, Instance, sum_labelled},
     progress,
     report::{Check, ScenarioReport},

@@ -33,11 +33,11 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::harness::{FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
     api::{Api, Reply},
     checker::Findings,
     environment::Environment,
+    harness::{FaultPlan, FaultRun, RunOutcome, TARGET},
     history::History,
     load::{Load, LoadSpec},
     processes::seckill::InstanceSpec,

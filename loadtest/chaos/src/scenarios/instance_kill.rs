@@ -7,8 +7,8 @@
 
 use anyhow::Result;
 
-use crate::harness::{FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
+    harness::{FaultPlan, FaultRun, RunOutcome, TARGET},
     report::Check,
     settings::{Budget, SaleSettings},
 };

@@ -21,10 +21,10 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context, Result};
 
-use crate::harness::{FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
     environment::Environment,
     faultproxy::{FaultProxy, Mode},
+    harness::{FaultPlan, FaultRun, RunOutcome, TARGET},
     processes::seckill::InstanceSpec,
     report::Check,
 };

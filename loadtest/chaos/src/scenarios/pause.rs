@@ -9,8 +9,8 @@
 
 use anyhow::Result;
 
-use crate::harness::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET};
 use crate::{
+    harness::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET},
     report::Check,
     settings::{Budget, SaleSettings},
 };

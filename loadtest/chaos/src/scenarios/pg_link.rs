@@ -24,10 +24,10 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use crate::harness::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET, placed};
 use crate::{
     environment::Environment,
     faultproxy::{FaultProxy, Mode},
+    harness::{FENCED, FaultPlan, FaultRun, Probe, RunOutcome, TARGET, placed},
     processes::seckill::InstanceSpec,
     report::Check,
     settings::{Budget, SaleSettings},

@@ -5,8 +5,11 @@
 
 use anyhow::Result;
 
-use crate::harness::{FaultPlan, FaultRun, RunOutcome};
-use crate::{history::Outcome, report::Check};
+use crate::{
+    harness::{FaultPlan, FaultRun, RunOutcome},
+    history::Outcome,
+    report::Check,
+};
 
 /// Restarts in every run, the bounded one included.
 const MIN_RESTARTS: u32 = 2;

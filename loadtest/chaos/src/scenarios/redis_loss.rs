@@ -10,8 +10,8 @@
 
 use anyhow::Result;
 
-use crate::harness::{FaultPlan, FaultRun, RunOutcome};
 use crate::{
+    harness::{FaultPlan, FaultRun, RunOutcome},
     report::Check,
     settings::{Budget, SaleSettings},
 };

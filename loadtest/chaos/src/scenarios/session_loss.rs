@@ -7,10 +7,13 @@
 
 use anyhow::{Context, Result};
 
-use crate::harness::{FENCED, FaultPlan, FaultRun, RunOutcome, TARGET};
 use crate::{
-    environment::Environment, faultproxy::FaultProxy, lock_backend::LockBackend,
-    processes::seckill::InstanceSpec, report::Check,
+    environment::Environment,
+    faultproxy::FaultProxy,
+    harness::{FENCED, FaultPlan, FaultRun, RunOutcome, TARGET},
+    lock_backend::LockBackend,
+    processes::seckill::InstanceSpec,
+    report::Check,
 };
 
 /// Cuts the target instance off its lock server, in rounds.

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::harness::{FaultPlan, FaultRun, RunOutcome};
 use crate::{
+    harness::{FaultPlan, FaultRun, RunOutcome},
     report::Check,
     settings::{Budget, SaleSettings},
 };
