@@ -3,7 +3,8 @@
 #
 #   scripts/chaos.sh                 full run (`make chaos`): every scenario at full length;
 #                                    report in loadtest/results/chaos-latest.{json,md}
-#   scripts/chaos.sh --bounded       every scenario shortened (what `make test` runs);
+#   scripts/chaos.sh --bounded       every scenario shortened (what `make test` runs), but the
+#                                    controls on ZooKeeper, etcd and PostgreSQL (full run only);
 #                                    report in .run/chaos/results/chaos-bounded.{json,md}
 #   scripts/chaos.sh --bounded --only pause,control    a subset (`--list` names them)
 #
@@ -35,7 +36,7 @@ die() { log "ERROR: $*"; exit 2; }
 
 for arg in "$@"; do
     if [[ "$arg" == -h || "$arg" == --help ]]; then
-        sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         exit 0
     fi
 done

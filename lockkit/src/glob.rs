@@ -66,6 +66,7 @@ fn class(p: &[char], c: char) -> Option<usize> {
 
 /// The part of `pattern` before its first wildcard, unescaped: every matching name starts with it
 /// (a backend lists only names with this prefix).
+#[cfg_attr(not(any(feature = "etcd", feature = "postgres")), allow(dead_code))]
 pub(crate) fn literal_prefix(pattern: &str) -> String {
     let mut out = String::new();
     let mut chars = pattern.chars();
@@ -83,6 +84,7 @@ pub(crate) fn literal_prefix(pattern: &str) -> String {
 }
 
 /// Whether `pattern` has wildcards or escapes (otherwise it names exactly one lock).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn is_pattern(pattern: &str) -> bool {
     pattern.contains(['*', '?', '[', '\\'])
 }

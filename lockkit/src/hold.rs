@@ -18,6 +18,7 @@ pub(crate) struct Hold {
     /// One random id per acquire, shared by its attempts (tokens are one per attempt). Queue-based
     /// backends (ZooKeeper, etcd) name the waiter's node by it, so that a later attempt finds its
     /// place and a cancelled acquire's undo finds what it left.
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd")), allow(dead_code))]
     pub(crate) ticket: String,
 }
 
@@ -117,6 +118,7 @@ impl Hold {
 
     /// Whether it is the plain lock without a lock-delay: the one lock the ZooKeeper, etcd and
     /// PostgreSQL backends keep (the primitives are Lua scripts on Redis).
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
     pub(crate) fn is_plain_lock(&self) -> bool {
         matches!(self.kind, HoldKind::Lock { delay } if delay.is_zero())
     }

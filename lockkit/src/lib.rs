@@ -40,6 +40,7 @@ mod connections;
 mod core;
 mod error;
 mod fence;
+#[cfg(any(feature = "zookeeper", feature = "etcd", feature = "postgres"))]
 mod glob;
 mod guard;
 mod hold;

@@ -114,12 +114,14 @@ impl WakeHub {
     /// `NOTIFY`) through [`deliver_all`](Self::deliver_all), and whose connection state it sets
     /// with [`set_connected`](Self::set_connected). Subscriptions are live as soon as they are
     /// made while the backend says it is connected.
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
     pub(crate) fn local(command_timeout: Duration) -> Self {
         Self { shared: Arc::default(), commands: None, command_timeout }
     }
 
     /// Wakes every local waiter of `channel` (a local hub's deliveries name the lock, not the
     /// waiter: each woken waiter re-checks its own place).
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
     pub(crate) fn deliver_all(&self, channel: &str) {
         if let Some(entry) = self.shared.channels.lock().unwrap().get(channel) {
             entry.notify.notify_waiters();
@@ -128,6 +130,7 @@ impl WakeHub {
 
     /// Says whether deliveries can be relied on. A change wakes every waiter to re-check: releases
     /// may have gone unnoticed while down, and waiters poll while it is.
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
     pub(crate) fn set_connected(&self, connected: bool) {
         if self.shared.connected.swap(connected, Ordering::Relaxed) != connected {
             self.shared.wake_all();

@@ -190,6 +190,7 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
 }
 
 /// The error of a primitive the backend cannot keep.
+#[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
 pub(crate) fn unsupported(backend: BackendKind, hold: &Hold) -> crate::error::Error {
     crate::error::Error::new(
         crate::ErrorKind::Config,

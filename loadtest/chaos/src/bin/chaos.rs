@@ -69,7 +69,9 @@ async fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let scenarios = if args.only.is_empty() {
+    let scenarios = if args.only.is_empty() && args.bounded {
+        Scenario::bounded_default()
+    } else if args.only.is_empty() {
         Scenario::all()
     } else {
         let mut chosen = Vec::new();
