@@ -27,7 +27,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 WORK=".run/chaos"
-PG_BIN="/usr/lib/postgresql/15/bin"
+# shellcheck source=lib/pg.sh
+source "$ROOT/scripts/lib/pg.sh"
 VENV="$WORK/venv"
 SCHEMATHESIS_SPEC='schemathesis>=4.32,<5'
 
@@ -75,10 +76,6 @@ pid_matches() {
     local pid="$1" comm="$2"
     [[ "$pid" =~ ^[0-9]+$ && -r "/proc/$pid/comm" ]] || return 1
     [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$comm" ]]
-}
-
-as_pg() {
-    if [[ "$(id -u)" -eq 0 ]]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 cleanup_leftovers() {

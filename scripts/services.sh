@@ -30,7 +30,6 @@ REDIS_DIR="$RUN_DIR/redis"
 REDIS_PIDFILE="$REDIS_DIR/redis.pid"
 REDIS_LOG="$REDIS_DIR/redis.log"
 
-PG_BIN="/usr/lib/postgresql/15/bin"
 PG_DIR="$RUN_DIR/pg"
 PG_DATA="$PG_DIR/data"
 PG_SOCK="$PG_DIR/sock"
@@ -55,21 +54,14 @@ print_env() {
     coordination_env
 }
 
-# PostgreSQL refuses to run as root, so as root its tools run as the `postgres` user.
-# `cd /` first: the caller's working directory may not be readable by postgres.
-as_pg() {
-    if is_root; then
-        (cd / && runuser -u postgres -- "$@")
-    else
-        "$@"
-    fi
-}
 
 # ---------------------------------------------------------------------------------------------
 # installation
 
 # shellcheck source=lib/proc.sh
 source "$ROOT/scripts/lib/proc.sh"
+# shellcheck source=lib/pg.sh
+source "$ROOT/scripts/lib/pg.sh"
 # shellcheck source=lib/apt.sh
 source "$ROOT/scripts/lib/apt.sh"
 # shellcheck source=lib/coordination.sh

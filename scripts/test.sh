@@ -43,8 +43,10 @@ bash scripts/kazoo.sh >/dev/null
 echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL ZOOKEEPER_URL=$ZOOKEEPER_URL ETCD_URL=$ETCD_URL" >&2
 
 status=0
-# Lints and docs are part of the build: warnings fail it (missing docs, broken doc links, clippy).
-echo "[test] cargo clippy, cargo doc" >&2
+# Formatting, lints and docs are part of the build: warnings fail it (missing docs, broken doc
+# links, clippy), and so does code rustfmt would change (rustfmt.toml per crate).
+echo "[test] cargo fmt --check, cargo clippy, cargo doc" >&2
+cargo fmt --all -- --check || status=1
 cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || status=1
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || status=1
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{OrderRow, PartRow, Resolution, Resolved, Snapshot, label};
+use super::{ClaimRow, OrderRow, PartRow, Resolution, Resolved, Snapshot, label};
 use crate::history::{Op, OpKind, OrderAck, Outcome};
 
 /// Answers of the load and of the resolution, counted.
@@ -398,6 +398,56 @@ pub(super) fn fence_successions(parts: &[PartRow]) -> FenceSuccessions {
     f
 }
 
+/// Order parts written after a newer owner had claimed their shard.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Takeovers {
+    /// Parts written under fence F after a claim with a fence above F on the same shard.
+    pub(super) count: usize,
+    /// Each of them.
+    pub(super) examples: Vec<String>,
+}
+
+/// Real-time order of owners and writes, per shard, on PostgreSQL's clock: a part written under
+/// fence F at time W is a violation when a claim with a larger fence was logged before W. The
+/// claim takes the shard's row lock before it is logged, and an owned batch holds that lock until
+/// it commits, so a fenced write can never land after a newer claim: this is what fencing
+/// guarantees in time, not only in order. The unfenced control writes over the row without its
+/// fence and is caught here. Parts without a write time (rows from before the column existed)
+/// and unfenced parts (fence 0) are not judged.
+pub(super) fn writes_after_takeover(parts: &[PartRow], claims: &[ClaimRow]) -> Takeovers {
+    // Per shard: claim times in order, with the largest fence claimed up to each.
+    let mut by_shard: HashMap<i32, Vec<(i64, i64)>> = HashMap::new();
+    let mut sorted: Vec<&ClaimRow> = claims.iter().collect();
+    sorted.sort_by_key(|c| c.claimed_us);
+    for claim in sorted {
+        let history = by_shard.entry(claim.shard).or_default();
+        let highest = history
+            .last()
+            .map_or(claim.fence, |&(_, f)| f.max(claim.fence));
+        history.push((claim.claimed_us, highest));
+    }
+    let mut t = Takeovers::default();
+    for part in parts.iter().filter(|p| p.fence > 0) {
+        let (Some(written), Some(history)) = (part.written_us, by_shard.get(&part.shard)) else {
+            continue;
+        };
+        let before = history.partition_point(|&(at, _)| at < written);
+        if let Some(&(at, newer)) = before.checked_sub(1).map(|i| &history[i])
+            && newer > part.fence
+        {
+            t.count += 1;
+            t.examples.push(format!(
+                "shard {}: order {} written under fence {} {} µs after fence {newer} had claimed the shard",
+                part.shard,
+                part.order_id,
+                part.fence,
+                written - at
+            ));
+        }
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::{super::fixtures::*, *};
@@ -659,6 +709,7 @@ mod tests {
             shard,
             quantity: 1,
             fence,
+            written_us: None,
         };
         let in_order = [part(1, 0, 1), part(2, 1, 5), part(3, 0, 2), part(4, 1, 5)];
         assert_eq!(
@@ -676,6 +727,37 @@ mod tests {
         assert_eq!(
             f.examples,
             ["shard 0: order 3 (fence 2) after order 1 (fence 3)"]
+        );
+    }
+
+    #[test]
+    fn a_write_after_a_newer_claim_is_caught_in_real_time() {
+        let part = |order_id, fence, written_us| PartRow {
+            order_id,
+            shard: 0,
+            quantity: 1,
+            fence,
+            written_us: Some(written_us),
+        };
+        let claim = |fence, claimed_us| ClaimRow {
+            shard: 0,
+            fence,
+            claimed_us,
+        };
+        let claims = [claim(1, 100), claim(2, 500)];
+        // Fence 1 writes before fence 2 claims; fence 2 writes after: in order.
+        assert_eq!(
+            writes_after_takeover(&[part(1, 1, 400), part(2, 2, 600)], &claims),
+            Takeovers::default()
+        );
+
+        // The control: fence 1's delayed batch lands after fence 2 took the shard over.
+        let late = writes_after_takeover(&[part(1, 1, 400), part(2, 1, 700)], &claims);
+
+        assert_eq!(late.count, 1);
+        assert_eq!(
+            late.examples,
+            ["shard 0: order 2 written under fence 1 200 µs after fence 2 had claimed the shard"]
         );
     }
 }

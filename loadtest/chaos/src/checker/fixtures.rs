@@ -1,6 +1,6 @@
 //! A small consistent sale and its history, which the checker's tests break one way at a time.
 
-use super::{OrderRow, PartRow, ShardRow, Snapshot};
+use super::{ClaimRow, OrderRow, PartRow, ShardRow, Snapshot};
 use crate::history::{Invocation, Op, OpKind, OrderAck, Outcome};
 
 /// An operation `id` by user `u{id}` of one unit, completed with `outcome`.
@@ -101,12 +101,26 @@ pub(super) fn consistent_sale() -> (Vec<Op>, Snapshot) {
                 shard: 0,
                 quantity: 1,
                 fence: 1,
+                written_us: Some(1_000),
             },
             PartRow {
                 order_id: 2,
                 shard: 0,
                 quantity: 1,
                 fence: 2,
+                written_us: Some(3_000),
+            },
+        ],
+        claims: vec![
+            ClaimRow {
+                shard: 0,
+                fence: 1,
+                claimed_us: 500,
+            },
+            ClaimRow {
+                shard: 0,
+                fence: 2,
+                claimed_us: 2_000,
             },
         ],
         purchases: vec![("u0".into(), 1), ("u1".into(), 1)],

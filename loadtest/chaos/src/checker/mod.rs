@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use resolve::{Resolution, Resolved, resolve};
-pub use snapshot::{OrderRow, PartRow, ShardRow, Snapshot};
+pub use snapshot::{ClaimRow, OrderRow, PartRow, ShardRow, Snapshot};
 
 use crate::history::{Op, Outcome};
 
@@ -110,6 +110,9 @@ pub struct Findings {
     pub fence_order_violations: usize,
     /// Successive orders on a shard under the same fence: one token granted twice.
     pub equal_fence_successions: usize,
+    /// Order parts written under a fence after a newer fence had claimed their shard (owned
+    /// strategies): a deposed owner's write landing late, in real time.
+    pub writes_after_takeover: usize,
     /// `sales.fence_rejections`: claims and writes refused by fences.
     pub stale_rejected: i64,
     /// A few examples of what went wrong, for the report.
@@ -150,6 +153,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
     } else {
         checks::FenceSuccessions::default()
     };
+    let takeovers = checks::writes_after_takeover(&snapshot.parts, &snapshot.claims);
     let examples = [
         told.examples,
         replays.examples,
@@ -157,6 +161,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         shards.examples,
         partial.examples,
         fences.examples,
+        takeovers.examples,
     ]
     .into_iter()
     .flatten()
@@ -193,6 +198,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         users_over_limit: purchases.over_limit,
         fence_order_violations: fences.order_violations,
         equal_fence_successions: fences.equal,
+        writes_after_takeover: takeovers.count,
         stale_rejected: snapshot.fence_rejections,
         examples,
     }
@@ -290,6 +296,7 @@ mod tests {
             shard: 1,
             quantity: 1,
             fence: 1,
+            written_us: None,
         });
         snapshot.shards[1].remaining = 4;
         snapshot.purchases.push(("u4".into(), 1));

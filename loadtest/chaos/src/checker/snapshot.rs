@@ -1,5 +1,5 @@
 //! The sale as PostgreSQL has it, read in one repeatable-read transaction: [`Snapshot`] and its
-//! rows ([`ShardRow`], [`OrderRow`], [`PartRow`]). What is checked against it lives in `checks`.
+//! rows ([`ShardRow`], [`OrderRow`], [`PartRow`], [`ClaimRow`]). What is checked against it lives in `checks`.
 
 use anyhow::Result;
 
@@ -49,6 +49,19 @@ pub struct PartRow {
     pub quantity: i64,
     /// Fence it was written under (0 when unfenced).
     pub fence: i64,
+    /// When its order row was written (µs since the epoch, PostgreSQL's clock).
+    pub written_us: Option<i64>,
+}
+
+/// One `shard_claims` row: an owner took a shard over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRow {
+    /// The shard.
+    pub shard: i32,
+    /// The owner's fence.
+    pub fence: i64,
+    /// When (µs since the epoch, PostgreSQL's clock).
+    pub claimed_us: i64,
 }
 
 /// A sale as PostgreSQL has it.
@@ -66,6 +79,8 @@ pub struct Snapshot {
     pub orders: Vec<OrderRow>,
     /// Order parts.
     pub parts: Vec<PartRow>,
+    /// Owner claims (owned strategies), in time order.
+    pub claims: Vec<ClaimRow>,
     /// `user_purchases`: units bought per user.
     pub purchases: Vec<(String, i64)>,
 }
@@ -93,10 +108,25 @@ impl Snapshot {
             .map(|r| OrderRow { id: r.get(0), key: r.get(1), user: r.get(2), quantity: r.get(3), gate_ref: r.get(4) })
             .collect();
         let parts = tx
-            .query("SELECT order_id, shard, quantity::bigint, fence FROM order_parts WHERE sku = $1 ORDER BY order_id, shard", &[&sku])
+            .query(
+                "SELECT p.order_id, p.shard, p.quantity::bigint, p.fence, (extract(epoch FROM o.written_at) * 1e6)::bigint
+                   FROM order_parts p JOIN orders o ON o.id = p.order_id
+                  WHERE p.sku = $1 ORDER BY p.order_id, p.shard",
+                &[&sku],
+            )
             .await?
             .iter()
-            .map(|r| PartRow { order_id: r.get(0), shard: r.get(1), quantity: r.get(2), fence: r.get(3) })
+            .map(|r| PartRow { order_id: r.get(0), shard: r.get(1), quantity: r.get(2), fence: r.get(3), written_us: r.get(4) })
+            .collect();
+        let claims = tx
+            .query(
+                "SELECT shard, fence, (extract(epoch FROM claimed_at) * 1e6)::bigint FROM shard_claims
+                  WHERE sku = $1 ORDER BY claimed_at",
+                &[&sku],
+            )
+            .await?
+            .iter()
+            .map(|r| ClaimRow { shard: r.get(0), fence: r.get(1), claimed_us: r.get(2) })
             .collect();
         let purchases = tx
             .query(
@@ -115,6 +145,7 @@ impl Snapshot {
             shards,
             orders,
             parts,
+            claims,
             purchases,
         })
     }

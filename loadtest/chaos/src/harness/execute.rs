@@ -200,6 +200,7 @@ async fn execute(
     report.figure("leases_lost", probe.leases_lost.clone());
     report.figure("indeterminate", findings.indeterminate);
     report.figure("equal_fence_successions", findings.equal_fence_successions);
+    report.figure("writes_after_takeover", findings.writes_after_takeover);
     report.figure("fence_order_violations", findings.fence_order_violations);
     report.figure(
         "status_counts",

@@ -3,7 +3,7 @@
 //! ([`mark_reported_only`]), and recovery after each fault. The findings themselves come from
 //! [`crate::checker`].
 
-use super::{FaultPlan, Probe};
+use super::{FENCED, FaultPlan, Probe};
 use crate::{
     checker::Findings,
     history::{Op, Outcome},
@@ -157,8 +157,15 @@ pub(super) fn shared_checks(
         f.sold, f.total, f.oversold, f.negative_shards, f.inconsistent_shards, f.phantom_stock
     );
     if plan.expects_violation() {
-        let detected = f.oversold > 0 || f.negative_shards > 0 || f.inconsistent_shards > 0;
-        checks.push(Check::new("violation_detected", detected, stock));
+        let detected = f.oversold > 0
+            || f.negative_shards > 0
+            || f.inconsistent_shards > 0
+            || f.writes_after_takeover > 0;
+        let seen = format!(
+            "{stock}; {} writes landed after a newer owner had claimed their shard",
+            f.writes_after_takeover
+        );
+        checks.push(Check::new("violation_detected", detected, seen));
     } else {
         checks.push(Check::new(
             "not_oversold",
@@ -173,6 +180,18 @@ pub(super) fn shared_checks(
         // No check that commits on a shard follow their fences: the claim and the write's
         // `fence = t` predicate make an older fence after a newer one impossible by construction,
         // so such a check could not fail. The counts stay figures (see `fence_order_violations`).
+        // In real time the claim log can see more: a write landing after a newer owner claimed
+        // (owned strategies log their claims); the unfenced control shows it can fail.
+        if plan.strategy() == FENCED {
+            checks.push(Check::new(
+                "no_write_after_takeover",
+                f.writes_after_takeover == 0,
+                format!(
+                    "{} order parts written under a fence after a newer fence had claimed their shard (PostgreSQL's clock)",
+                    f.writes_after_takeover
+                ),
+            ));
+        }
     }
     checks
 }

@@ -13,8 +13,11 @@ use tokio::process::Command;
 
 use super::{PidFiles, port_open, wait_until};
 
-/// Where Debian installs PostgreSQL 15's server tools.
-pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+/// Where PostgreSQL's server tools are: `PG_BIN`, which `scripts/chaos.sh` exports from
+/// `scripts/lib/pg.sh` (the one place the scripts look it up), else Debian's PostgreSQL 15.
+pub fn pg_bin() -> String {
+    std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".to_owned())
+}
 
 /// Superuser created by `initdb -U`, with trust authentication on loopback.
 const SUPERUSER: &str = "seckill";
@@ -97,7 +100,7 @@ impl PostgresServer {
 
     /// Runs a PostgreSQL server tool (as `postgres` when we are root).
     async fn tool(&self, name: &str, args: &[&str]) -> Result<String> {
-        let bin = format!("{PG_BIN}/{name}");
+        let bin = format!("{}/{name}", pg_bin());
         let mut command = if is_root() {
             let mut c = Command::new("runuser");
             c.args(["-u", "postgres", "--", &bin]);
@@ -251,7 +254,7 @@ impl Drop for PostgresServer {
             return;
         }
         let data = self.data();
-        let pg_ctl = format!("{PG_BIN}/pg_ctl");
+        let pg_ctl = format!("{}/pg_ctl", pg_bin());
         let mut command = if is_root() {
             let mut c = std::process::Command::new("runuser");
             c.args(["-u", "postgres", "--", &pg_ctl]);

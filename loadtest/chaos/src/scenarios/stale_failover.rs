@@ -1,7 +1,7 @@
 //! `stale-failover`: a Redis failover to a replica that is one write behind, under load. For every
 //! shard at once, in one `MULTI`: the lock key is deleted (the replica never saw the grant) and the
 //! fence counter goes back by one (it never saw the last `INCR`). The next grant of a shard then
-//! carries the same fence as the holder that may still be at work. DESIGN.md: a lease lock alone
+//! carries the same fence as the holder that may still be at work. A lease lock alone
 //! cannot guarantee mutual exclusion when Redis "fails over to a replica that never saw the key";
 //! fencing must. The claim is strict (`fence < t`), so a repeated token is refused when its twin
 //! claimed first; an owner's writes then check `fence = t`, so the two holders of one token can
