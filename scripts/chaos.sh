@@ -136,12 +136,11 @@ ensure_packages() {
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
     [[ -x "$PG_BIN/initdb" ]] || missing+=(postgresql-15)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+    # Building seckill (lockkit's etcd backend) runs protoc.
+    command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
     [[ "${#missing[@]}" -gt 0 ]] || return 0
     [[ "$(id -u)" -eq 0 ]] || die "missing packages: ${missing[*]} (sudo apt-get install -y ${missing[*]})"
-    log "apt-get install -y ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y "${missing[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${missing[@]}" >&2; } \
-        || die "could not install ${missing[*]}"
+    apt_install "${missing[@]}"
 }
 
 ensure_schemathesis() {
