@@ -19,7 +19,7 @@ pub const TARGET: usize = 1;
 /// memory, committed in batches guarded by the owner's fence.
 pub const FENCED: &str = "owned-shards";
 
-/// A fault scenario run by [`run`].
+/// A fault scenario run by [`run`](super::run).
 #[allow(async_fn_in_trait)]
 pub trait FaultPlan {
     /// Name in reports.
