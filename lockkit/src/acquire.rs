@@ -114,7 +114,7 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
     let core = request.core;
     let kind = match (request.kind, request.lock_delay, request.queue_timeout) {
         (HoldKind::Lock { .. }, Some(delay), None) => HoldKind::Lock { delay },
-        (HoldKind::Fair { ticket, .. }, None, Some(queue_timeout)) => HoldKind::Fair { ticket, queue_timeout },
+        (HoldKind::Fair { .. }, None, Some(queue_timeout)) => HoldKind::Fair { queue_timeout },
         (HoldKind::Permit { permits: 0 }, ..) => {
             return Err(Error::new(ErrorKind::Config, "a semaphore needs at least one permit"));
         }

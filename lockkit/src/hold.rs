@@ -15,10 +15,10 @@ use crate::{
 pub(crate) struct Hold {
     pub(crate) keys: LockKeys,
     pub(crate) kind: HoldKind,
-    /// One random id per acquire, shared by its attempts (tokens are one per attempt). Queue-based
-    /// backends (ZooKeeper, etcd) name the waiter's node by it, so that a later attempt finds its
-    /// place and a cancelled acquire's undo finds what it left.
-    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd")), allow(dead_code))]
+    /// One random id per acquire, shared by its attempts (tokens are one per attempt): a waiter's
+    /// place in a queue. The fair lock queues under it on Redis; ZooKeeper and etcd name the
+    /// waiter's node by it, so that a later attempt finds its place and a cancelled acquire's undo
+    /// finds what it left.
     pub(crate) ticket: String,
 }
 
@@ -37,9 +37,9 @@ pub(crate) enum HoldKind {
     Write { prefer_writers: Option<Duration> },
     /// One permit of a semaphore of `permits`.
     Permit { permits: u32 },
-    /// A fair lock's waiter, in the queue under `ticket` (one per acquire, shared by its
+    /// A fair lock's waiter, in the queue under the hold's `ticket` (one per acquire, shared by its
     /// attempts), dropped from it by the server `queue_timeout` after its last attempt.
-    Fair { ticket: String, queue_timeout: Duration },
+    Fair { queue_timeout: Duration },
 }
 
 impl Hold {
@@ -56,7 +56,7 @@ impl Hold {
             HoldKind::Read => read_write::acquire_read(keys, token, lease),
             HoldKind::Write { prefer_writers } => read_write::acquire_write(keys, token, lease, *prefer_writers),
             HoldKind::Permit { permits } => semaphore::acquire(keys, token, lease, *permits),
-            HoldKind::Fair { ticket, queue_timeout } => fair::acquire(keys, token, lease, ticket, *queue_timeout),
+            HoldKind::Fair { queue_timeout } => fair::acquire(keys, token, lease, &self.ticket, *queue_timeout),
         }
     }
 
@@ -88,7 +88,7 @@ impl Hold {
     /// a fair lock's queue place. `None` for the others, which leave nothing behind.
     pub(crate) fn leave(&self) -> Option<Call> {
         match &self.kind {
-            HoldKind::Fair { ticket, .. } => Some(fair::leave(&self.keys, ticket)),
+            HoldKind::Fair { .. } => Some(fair::leave(&self.keys, &self.ticket)),
             _ => None,
         }
     }
@@ -97,7 +97,7 @@ impl Hold {
     /// waiter's own channel (a release wakes the head of the queue, nobody else).
     pub(crate) fn wake_channel(&self) -> String {
         match &self.kind {
-            HoldKind::Fair { ticket, .. } => fair::wake_channel(&self.keys, ticket),
+            HoldKind::Fair { .. } => fair::wake_channel(&self.keys, &self.ticket),
             _ => self.keys.released.clone(),
         }
     }

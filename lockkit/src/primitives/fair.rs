@@ -139,7 +139,6 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn fair<'a>(&'a self, name: &'a str) -> Acquire<'a> {
-        let ticket = crate::acquire::new_token();
-        Acquire::of(self.core(), name, HoldKind::Fair { ticket, queue_timeout: DEFAULT_QUEUE_TIMEOUT })
+        Acquire::of(self.core(), name, HoldKind::Fair { queue_timeout: DEFAULT_QUEUE_TIMEOUT })
     }
 }

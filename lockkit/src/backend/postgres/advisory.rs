@@ -185,7 +185,7 @@ impl Backend for PgAdvisory {
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move { self.shared.pool.run("a ping", async |c| c.simple_query("").await.map(drop)).await })
+        Box::pin(super::ping(&self.shared))
     }
 
     fn acquire<'a>(

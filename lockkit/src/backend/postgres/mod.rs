@@ -217,6 +217,11 @@ impl Names {
     }
 }
 
+/// One round trip on a pooled connection: the server answers (both modes).
+async fn ping(shared: &Shared) -> Result<()> {
+    shared.pool.run("a ping", async |c| c.simple_query("").await.map(drop)).await
+}
+
 /// Raises the fence sequence to at least `at_least` (see [`Names::raise_fence`]). A role that
 /// may not alter the sequence (not its owner) still gets the current value if it is high enough.
 async fn raise_fence(shared: &Shared, at_least: Fence) -> Result<Fence> {
