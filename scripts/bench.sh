@@ -17,14 +17,11 @@
 # running); services that were already running are left alone. The lock servers follow the same rule.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT_TAG=bench
+DIE_STATUS=2
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-
-log() { printf '[bench] %s\n' "$*" >&2; }
-# shellcheck disable=SC2317  # called by scripts/lib/pip.sh
-die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 2; }
-# shellcheck source=lib/pip.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/pip.sh"
 
 smoke=0
 peers=1
@@ -70,9 +67,7 @@ cleanup() {
     fi
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 t0=$SECONDS
 # `up` prints the export lines of the services (REDIS_URL, DATABASE_URL, and with WITH

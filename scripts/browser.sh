@@ -8,11 +8,12 @@
 # Progress goes to stderr; stdout carries only the path, so `"$(scripts/browser.sh path)"` works.
 set -euo pipefail
 
+SCRIPT_TAG=browser
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-log() { printf '[browser] %s\n' "$*" >&2; }
-die() { printf '[browser] ERROR: %s\n' "$*" >&2; exit 1; }
 
 is_root() { [[ "$(id -u)" -eq 0 ]]; }
 
@@ -36,8 +37,6 @@ chromium_path() {
 # ---------------------------------------------------------------------------------------------
 # installation (scripts/lib/apt.sh)
 
-# shellcheck source=lib/apt.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 APT_INSTALL_FLAGS="--no-install-recommends"
 
 ensure_installed() {

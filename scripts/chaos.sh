@@ -23,17 +23,17 @@
 # Exits non-zero if any scenario failed (or the suite could not run).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT_TAG=chaos.sh
+DIE_STATUS=2
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=lib/pg.sh
+source "$ROOT/scripts/lib/pg.sh"
 cd "$ROOT"
 
 WORK=".run/chaos"
-# shellcheck source=lib/pg.sh
-source "$ROOT/scripts/lib/pg.sh"
 VENV="$WORK/venv"
 SCHEMATHESIS_SPEC='schemathesis>=4.32,<5'
-
-log() { printf '[chaos.sh] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 2; }
 
 for arg in "$@"; do
     if [[ "$arg" == -h || "$arg" == --help ]]; then
@@ -72,19 +72,13 @@ esac
 # ---------------------------------------------------------------------------------------------
 # cleanup: end what a suite run started and left behind (pid files `PID COMM`), never by name
 
-pid_matches() {
-    local pid="$1" comm="$2"
-    [[ "$pid" =~ ^[0-9]+$ && -r "/proc/$pid/comm" ]] || return 1
-    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$comm" ]]
-}
-
 cleanup_leftovers() {
     local file pid comm
     if [[ -d "$WORK/pids" ]]; then
         for file in "$WORK"/pids/*.pid; do
             [[ -e "$file" ]] || continue
             read -r pid comm <"$file" || true
-            if [[ "$comm" != postgres ]] && pid_matches "$pid" "$comm"; then
+            if [[ "$comm" != postgres ]] && pid_is "$pid" "$comm"; then
                 log "ending leftover $comm (pid $pid, $(basename "$file"))"
                 kill -CONT "$pid" 2>/dev/null || true
                 kill -KILL "$pid" 2>/dev/null || true
@@ -92,13 +86,9 @@ cleanup_leftovers() {
             [[ "$comm" == postgres ]] || rm -f "$file"
         done
     fi
-    local data="$WORK/pg/data"
-    if [[ -s "$data/postmaster.pid" ]]; then
-        pid="$(head -n 1 "$data/postmaster.pid" | tr -d '[:space:]')"
-        if pid_matches "$pid" postgres; then
-            log "stopping leftover postgres (pid $pid)"
-            as_pg "$PG_BIN/pg_ctl" -D "$ROOT/$data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
-        fi
+    if [[ -n "$(pg_pid "$ROOT/$WORK/pg")" ]]; then
+        log "stopping leftover postgres (pid $(pg_pid "$ROOT/$WORK/pg"))"
+        pg_stop "$ROOT/$WORK/pg" >/dev/null 2>&1 || true
     fi
     rm -f "$WORK/pids/postgres.pid"
 }
@@ -110,23 +100,17 @@ TIMEOUT=60
 ZK_PORT="${CHAOS_ZK_PORT:-2192}"
 ETCD_PORT="${CHAOS_ETCD_PORT:-2392}"
 WITH=zookeeper,etcd
-# shellcheck source=lib/proc.sh
-source "$ROOT/scripts/lib/proc.sh"
-# shellcheck source=lib/apt.sh
-source "$ROOT/scripts/lib/apt.sh"
 # shellcheck source=lib/coordination.sh
 source "$ROOT/scripts/lib/coordination.sh"
 
 # shellcheck disable=SC2317  # invoked by the traps
-on_exit() {
+end_suite() {
     local rc=$?
     cleanup_leftovers
     coordination_down || true
     exit "$rc"
 }
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit end_suite
 
 # ---------------------------------------------------------------------------------------------
 # prerequisites

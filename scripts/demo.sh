@@ -13,7 +13,9 @@
 # Exit status: 0 when the default strategy held every guarantee, 1 if one broke, 2 on set-up errors.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT_TAG=demo
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
 started_services=0
@@ -26,12 +28,10 @@ cleanup() {
     fi
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 bash scripts/services.sh up >/dev/null
 eval "$(bash scripts/services.sh env)"
-echo "[demo] building seckill and the fault proxy (release)" >&2
+log "building seckill and the fault proxy (release)"
 cargo build --quiet --release -p seckill -p chaos --bin seckill --bin faultproxy
 python3 loadtest/demo/run.py

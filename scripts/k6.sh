@@ -18,12 +18,11 @@
 # k6 cannot write a summary into a missing directory (it only logs an error and still exits 0).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT_TAG=k6
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 K6_VERSION="1.1.0"
 K6_SERIES="v1.1."
-
-log() { printf '[k6] %s\n' "$*" >&2; }
-die() { printf '[k6] ERROR: %s\n' "$*" >&2; exit 1; }
 
 have_k6() {
     command -v k6 >/dev/null 2>&1 && k6 version 2>/dev/null | grep -q "^k6 ${K6_SERIES//./\\.}"

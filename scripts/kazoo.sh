@@ -8,15 +8,17 @@
 # Progress goes to stderr.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT_TAG=kazoo
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV="$ROOT/.run/kazoo-venv"
 PY="$VENV/bin/python"
 
 if ! "$PY" -c 'import kazoo' >/dev/null 2>&1; then
-    echo "[kazoo] installing kazoo into $VENV" >&2
+    log "installing kazoo into $VENV"
     mkdir -p "$ROOT/.run"
     python3 -m venv "$VENV" >&2
     "$PY" -m pip install --quiet --disable-pip-version-check 'kazoo>=2.9,<3' >&2
-    "$PY" -c 'import kazoo' || { echo "[kazoo] kazoo did not install" >&2; exit 1; }
+    "$PY" -c 'import kazoo' || die "kazoo did not install"
 fi
 printf '%s\n' "$PY"

@@ -8,15 +8,10 @@
 # Exits non-zero if any test failed. Extra arguments are passed to the test runner.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT_TAG="test"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-
-# shellcheck disable=SC2317  # called by scripts/lib/pip.sh
-log() { printf '[test] %s\n' "$*" >&2; }
-# shellcheck disable=SC2317  # called by scripts/lib/pip.sh
-die() { printf '[test] ERROR: %s\n' "$*" >&2; exit 1; }
-# shellcheck source=lib/pip.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/pip.sh"
 
 # shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
@@ -24,14 +19,11 @@ cleanup() {
     if [[ "${KEEP_SERVICES:-0}" != 1 ]]; then
         bash scripts/services.sh down || rc=1
     else
-        echo "[test] KEEP_SERVICES=1: leaving services running (scripts/services.sh down to stop)" >&2
+        log "KEEP_SERVICES=1: leaving services running (scripts/services.sh down to stop)"
     fi
     exit "$rc"
 }
-trap cleanup EXIT
-# Turn signals into a normal exit so the EXIT trap still stops the services.
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 # lockkit's zk:// and etcd:// backends are tested on real servers.
 export WITH=zookeeper,etcd
@@ -40,12 +32,12 @@ eval "$(bash scripts/services.sh env)"
 # The sale page's test drives headless Chromium; the ZooKeeper interop test drives Python's kazoo.
 bash scripts/browser.sh install
 bash scripts/kazoo.sh >/dev/null
-echo "[test] REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL ZOOKEEPER_URL=$ZOOKEEPER_URL ETCD_URL=$ETCD_URL" >&2
+log "REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL ZOOKEEPER_URL=$ZOOKEEPER_URL ETCD_URL=$ETCD_URL"
 
 status=0
 # Formatting, lints and docs are part of the build: warnings fail it (missing docs, broken doc
 # links, clippy), and so does code rustfmt would change (rustfmt.toml per crate).
-echo "[test] cargo fmt --check, cargo clippy, cargo doc" >&2
+log "cargo fmt --check, cargo clippy, cargo doc"
 cargo fmt --all -- --check || status=1
 cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || status=1
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || status=1
@@ -57,14 +49,14 @@ if cargo nextest --version >/dev/null 2>&1; then
     cargo test --workspace --all-features --doc || doc_status=$?
     [[ "$status" -ne 0 ]] || status=$doc_status
 else
-    echo "[test] cargo-nextest not found; falling back to cargo test" >&2
+    log "cargo-nextest not found; falling back to cargo test"
     # Plain cargo test already includes the doctests.
     cargo test --workspace --all-features --no-fail-fast "$@" || status=$?
 fi
 
 # The bench runner's pure parts (targets, tables, cell checks): pytest, installed if missing.
 pip_ensure pytest 'pytest>=7'
-echo "[test] pytest loadtest/bench/tests" >&2
+log "pytest loadtest/bench/tests"
 python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests || status=1
 
 # End-to-end checks on real processes: the strategy comparison in smoke mode (k6 against two
@@ -72,15 +64,15 @@ python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests || status=1
 # skips them for a fast local loop; CI always runs them.
 if [[ "${QUICK:-0}" != 1 ]]; then
     for step in "scripts/bench.sh --smoke" "scripts/chaos.sh --bounded"; do
-        echo "[test] $step" >&2
+        log "$step"
         # shellcheck disable=SC2086  # the step is a command line
-        bash $step || { echo "[test] $step FAILED" >&2; status=1; }
+        bash $step || { log "$step FAILED"; status=1; }
     done
 fi
 
 if [[ "$status" -ne 0 ]]; then
-    echo "[test] FAILED (exit $status)" >&2
+    log "FAILED (exit $status)"
 else
-    echo "[test] all tests passed" >&2
+    log "all tests passed"
 fi
 exit "$status"

@@ -1,5 +1,6 @@
 """The processes a run starts and talks to: bounded subprocess runs, k6 runs, the two seckill
-instances (started on port 0, stopped by their own pid), and HTTP/Prometheus access to them.
+instances (started by scripts/server.sh on port 0, their address read from the file the
+instance writes, stopped by their own pid), and HTTP/Prometheus access to them.
 
 Nothing here measures anything by itself; the cells, ceilings and lock benchmarks do.
 """
@@ -17,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .settings import K6_WRAPPER, ROOT, SECKILL_BIN
+from .settings import K6_WRAPPER, ROOT, SECKILL_BIN, SERVER_SCRIPT
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -118,18 +119,24 @@ def http_json(method: str, url: str, body=None, headers=None, timeout: float = 1
 
 
 class Instance:
-    """One seckill process on a free loopback port (port 0, read back from its log)."""
+    """One seckill process on a free loopback port, started the project's one way
+    (`scripts/server.sh seckill run`, which execs it: the pid is the instance's own), its port
+    read from the address file it writes once listening."""
 
     def __init__(self, idx: int, run_dir: Path, env: dict):
         self.idx = idx
-        self.log_path = run_dir / f"seckill-{idx}.log"
+        name = f"seckill-{idx}"
+        self.log_path = run_dir / f"{name}.log"
+        self.address_file = run_dir / f"{name}.addr"
+        self.address_file.unlink(missing_ok=True)
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [str(SECKILL_BIN)], env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            ["bash", str(SERVER_SCRIPT), "seckill", "run", str(run_dir), name],
+            env={**env, "SECKILL_BIN": str(SECKILL_BIN)}, stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.port: int | None = None
-        (run_dir / f"seckill-{idx}.pid").write_text(f"{self.proc.pid}\n")
+        (run_dir / f"{name}.pid").write_text(f"{self.proc.pid}\n")
         log(f"seckill #{idx} started, pid {self.proc.pid}, log {rel(self.log_path)}")
 
     @property
@@ -155,10 +162,8 @@ class Instance:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise SetupError(f"seckill #{self.idx} exited with {self.proc.returncode}; see {self.log_path}\n{self.log_text()[-1500:]}")
-            if self.port is None:
-                m = re.search(r"seckill listening.*?\bport=(\d+)", self.log_text())
-                if m:
-                    self.port = int(m.group(1))
+            if self.port is None and self.address_file.exists():
+                self.port = int(self.address_file.read_text().strip().rsplit(":", 1)[1])
             if self.port is not None:
                 try:
                     status, _ = http_json("GET", f"{self.base}/readyz", timeout=2)

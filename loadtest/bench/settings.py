@@ -26,6 +26,8 @@ K6_SCRIPT = ROOT / "loadtest" / "k6" / "seckill.js"
 K6_HEALTHZ = ROOT / "loadtest" / "k6" / "healthz.js"
 K6_LIB = ROOT / "loadtest" / "k6" / "lib" / "seckill.js"
 K6_WRAPPER = ROOT / "scripts" / "k6.sh"
+# The project's one way to start a seckill instance (loadtest/bench/processes.py calls it).
+SERVER_SCRIPT = ROOT / "scripts" / "server.sh"
 PEERS_RUN = ROOT / "loadtest" / "peers" / "run.sh"
 
 STRATEGIES = ["none", "redis-lock", "sharded-fenced", "db-atomic", "db-pessimistic", "db-optimistic",

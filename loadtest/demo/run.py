@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / ".run" / "demo"
 SECKILL_BIN = ROOT / "target" / "release" / "seckill"
+# The project's one way to start a seckill instance (it writes the address it bound to a file).
+SERVER = ROOT / "scripts" / "server.sh"
 FAULTPROXY_BIN = ROOT / "target" / "release" / "faultproxy"
 K6 = ROOT / "scripts" / "k6.sh"
 K6_SCRIPT = ROOT / "loadtest" / "k6" / "seckill.js"
@@ -48,6 +50,7 @@ SCREENSHOT = ROOT / "loadtest" / "results" / "demo-act3.png"
 # The demo's shard-lock lease: short, so that the faults of act 3 (each 1.5 leases) fit in a sale
 # that lasts a few seconds.
 LEASE_MS = int(os.environ.get("DEMO_LEASE_MS", "1000"))
+# Instance a listens on PORT_BASE, b on the next port; 0 lets each take a free port.
 PORT_BASE = int(os.environ.get("DEMO_PORT_BASE", "8081"))
 TOTAL = int(os.environ.get("DEMO_TOTAL", "10000"))
 SHARDS = int(os.environ.get("DEMO_SHARDS", "20"))
@@ -95,20 +98,28 @@ class Process:
             self.proc.wait()
 
 
+def read_address(file: Path, process: Process, what: str, timeout: float = 20) -> str:
+    """The `host:port` a process wrote to `file` once it listened (it writes it atomically)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if file.exists():
+            return file.read_text().strip()
+        if not process.alive():
+            raise SetupError(f"{what} exited; see {process.log}")
+        time.sleep(0.05)
+    raise SetupError(f"{what} did not start listening within {timeout:.0f} s; see {process.log}")
+
+
 class FaultProxy:
     """The chaos suite's TCP fault proxy in front of PostgreSQL, for instance b only."""
 
     def __init__(self, upstream: str):
-        self.process = Process("faultproxy", [str(FAULTPROXY_BIN), "--upstream", upstream],
+        address_file = RUN / "faultproxy.addr"
+        address_file.unlink(missing_ok=True)
+        self.process = Process("faultproxy", [str(FAULTPROXY_BIN), "--upstream", upstream,
+                                              "--address-file", str(address_file)],
                                dict(os.environ), stdin=subprocess.PIPE)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            first = self.process.log.read_text(errors="replace").splitlines()
-            if first and first[0].startswith("listening on "):
-                self.address = first[0].split()[2]
-                return
-            time.sleep(0.05)
-        raise SetupError(f"the fault proxy did not start; see {self.process.log}")
+        self.address = read_address(address_file, self.process, "the fault proxy")
 
     def command(self, line: str) -> None:
         stdin = self.process.proc.stdin
@@ -138,21 +149,27 @@ def http_json(method: str, url: str, body: dict | None = None, token: str | None
 @dataclass
 class Instance:
     name: str
-    port: int
+    address: str
     process: Process
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.address}"
 
 
 def start_instance(name: str, port: int, database_url: str, token: str) -> Instance:
+    """`scripts/server.sh seckill run`: the instance is the child we spawned (so we can freeze
+    it by PID), configured the project's one way; its address comes from its address file."""
     env = dict(os.environ)
     env.update({
-        "SECKILL_LISTEN": f"127.0.0.1:{port}", "SECKILL_INSTANCE": name, "SECKILL_ADMIN_TOKEN": token,
-        "DATABASE_URL": database_url, "SECKILL_LOCK_LEASE_MS": str(LEASE_MS), "RUST_LOG": env.get("RUST_LOG", "warn"),
+        "SECKILL_BIN": str(SECKILL_BIN), "SECKILL_LISTEN": f"127.0.0.1:{port}", "SECKILL_INSTANCE": name,
+        "SECKILL_ADMIN_TOKEN": token, "DATABASE_URL": database_url, "SECKILL_LOCK_LEASE_MS": str(LEASE_MS),
+        "RUST_LOG": env.get("RUST_LOG", "warn"),
     })
-    instance = Instance(name, port, Process(f"seckill-{name}", [str(SECKILL_BIN)], env))
+    label = f"seckill-{name}"
+    (RUN / f"{label}.addr").unlink(missing_ok=True)
+    process = Process(label, ["bash", str(SERVER), "seckill", "run", str(RUN), label], env)
+    instance = Instance(name, read_address(RUN / f"{label}.addr", process, f"seckill {name}"), process)
     deadline = time.time() + 20
     while time.time() < deadline:
         if not instance.process.alive():

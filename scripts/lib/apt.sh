@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Idempotent Debian package installation for the project's scripts. Source it after defining
-# `log` and `die`. `apt-get update` is slow: it runs only if the existing lists cannot serve the
+# Idempotent Debian package installation for the project's scripts (sourced by scripts/lib.sh).
+# `apt-get update` is slow: it runs only if the existing lists cannot serve the
 # packages, or if an install from them fails (stale lists pointing at vanished .debs).
 #
 #   apt_install PKG...               install (non-interactive); dies if it cannot

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # ZooKeeper and etcd for lockkit's coordination-service backends, started only when asked
-# (`WITH=zookeeper,etcd scripts/services.sh up`). Source it after lib/proc.sh, lib/apt.sh and
-# defining `log`, `die`, `RUN_DIR`, `TIMEOUT`.
+# (`WITH=zookeeper,etcd scripts/services.sh up`). Source it after scripts/lib.sh and
+# defining `RUN_DIR` and `TIMEOUT`.
 #
 # ZooKeeper 3.8 (Debian `zookeeper`, on the JVM) standalone on 127.0.0.1:$ZK_PORT (default 2191),
 # tickTime 500 ms, so sessions may last 1 s to 10 s. etcd 3.4 (Debian `etcd-server`) on

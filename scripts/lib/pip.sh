@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Idempotent Python package installation for the project's scripts. Source it after defining
-# `log` and `die`. Nothing is installed when the module already imports.
+# Idempotent Python package installation for the project's scripts (sourced by scripts/lib.sh).
+# Nothing is installed when the module already imports.
 #
 #   pip_ensure MODULE REQUIREMENT    e.g. pip_ensure psycopg 'psycopg[binary]>=3.1'
 

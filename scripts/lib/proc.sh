@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Process helpers shared by the project's scripts: pid files, liveness by name, ports. Source it
-# after defining `log` and `die`.
+# Process helpers shared by the project's scripts: pid files, liveness by name, ports (sourced
+# by scripts/lib.sh).
 #
 #   port_open PORT          something accepts TCP connections on 127.0.0.1:PORT
 #   read_pid FILE           the first line of a pid file, or nothing

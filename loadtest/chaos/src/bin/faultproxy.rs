@@ -2,12 +2,13 @@
 //!
 //! ```text
 //! faultproxy --listen 127.0.0.1:7000 --upstream 127.0.0.1:6391
+//! faultproxy --upstream 127.0.0.1:5441 --address-file /tmp/proxy.addr   # a free port, written there
 //! ```
 //!
 //! then type commands on standard input: `pass`, `delay MS`, `delay-requests MS`, `blackhole`,
 //! `reset`, `stats`, `quit`.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::Result;
 use chaos::faultproxy::{FaultProxy, Mode};
@@ -24,12 +25,21 @@ struct Args {
     /// Where to forward.
     #[arg(long)]
     upstream: SocketAddr,
+    /// Once listening, write the bound address (`127.0.0.1:PORT`) to this file, atomically, so
+    /// that a script that started the proxy on port 0 need not read its output.
+    #[arg(long)]
+    address_file: Option<PathBuf>,
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
     let proxy = FaultProxy::start(args.listen, args.upstream).await?;
+    if let Some(file) = &args.address_file {
+        let partial = file.with_extension("partial");
+        std::fs::write(&partial, format!("{}\n", proxy.addr()))?;
+        std::fs::rename(partial, file)?;
+    }
     println!("listening on {} -> {}", proxy.addr(), proxy.upstream());
     println!("commands: pass | delay MS | delay-requests MS | blackhole | reset | stats | quit");
     let mut lines = BufReader::new(tokio::io::stdin()).lines();

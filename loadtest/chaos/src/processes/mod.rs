@@ -1,4 +1,5 @@
-//! The processes the suite owns, one file each: [`redis`], [`postgres`], [`seckill`]. Everything
+//! The processes the suite owns, one file each: [`redis`], [`postgres`], [`seckill`], each started
+//! through [`server_script`] (the project's one way to start them). Everything
 //! here acts on processes by the PID the suite itself started, never by name.
 //!
 //! Each started process is also written to a pid file under `.run/chaos/pids/` (`PID COMM`), so
@@ -7,6 +8,7 @@
 pub mod postgres;
 pub mod redis;
 pub mod seckill;
+pub mod server_script;
 
 use std::{
     future::Future,

@@ -1,6 +1,6 @@
-//! The suite's own PostgreSQL 15 under `.run/chaos/pg/`, following MACHINE.md: it refuses to run
-//! as root, so as root every server tool runs as the `postgres` user. `pg_ctl` starts it and
-//! stops it (`-m fast`); its PID comes from `postmaster.pid`.
+//! The suite's own PostgreSQL under `.run/chaos/pg/`, started and stopped the project's one way
+//! (`scripts/server.sh postgres`, see `scripts/lib/pg.sh`): `initdb` once, as the `postgres` user
+//! when we are root, then `pg_ctl` (`-m fast` to stop). Its PID comes from `postmaster.pid`.
 
 use std::{
     path::{Path, PathBuf},
@@ -9,17 +9,11 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use tokio::process::Command;
 
-use super::{PidFiles, port_open, wait_until};
+use super::{PidFiles, port_open, server_script, wait_until};
 
-/// Where PostgreSQL's server tools are: `PG_BIN`, which `scripts/chaos.sh` exports from
-/// `scripts/lib/pg.sh` (the one place the scripts look it up), else Debian's PostgreSQL 15.
-pub fn pg_bin() -> String {
-    std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".to_owned())
-}
-
-/// Superuser created by `initdb -U`, with trust authentication on loopback.
+/// Superuser created by `initdb -U` (`PG_SUPERUSER` in `scripts/lib/pg.sh`), with trust
+/// authentication on loopback.
 const SUPERUSER: &str = "seckill";
 
 /// Name of the pid file of the suite's PostgreSQL.
@@ -40,35 +34,12 @@ impl PostgresServer {
         if port_open(port).await {
             bail!("port {port} is already in use; stop what listens there or set --pg-port");
         }
-        let server = Self {
+        let mut server = Self {
             port,
             dir: dir.to_owned(),
             pids: pids.clone(),
             running: false,
         };
-        server.prepare_dirs().await?;
-        if !server.data().join("PG_VERSION").exists() {
-            let _ = std::fs::remove_dir_all(server.data());
-            server.prepare_dirs().await?;
-            let data = server.data();
-            server
-                .tool(
-                    "initdb",
-                    &[
-                        "-D",
-                        path_str(&data)?,
-                        "-U",
-                        SUPERUSER,
-                        "--auth=trust",
-                        "-E",
-                        "UTF8",
-                        "--locale=C.UTF-8",
-                    ],
-                )
-                .await
-                .context("initdb")?;
-        }
-        let mut server = server;
         server.start_server().await?;
         Ok(server)
     }
@@ -77,66 +48,15 @@ impl PostgresServer {
         self.dir.join("data")
     }
 
-    async fn prepare_dirs(&self) -> Result<()> {
-        if let Some(parent) = self.dir.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let (data, sock) = (self.data(), self.dir.join("sock"));
-        if is_root() {
-            // The server runs as `postgres`: it owns its directories.
-            for (dir, mode) in [(&self.dir, "0755"), (&data, "0700"), (&sock, "0700")] {
-                run(Command::new("install")
-                    .args(["-d", "-m", mode, "-o", "postgres", "-g", "postgres"])
-                    .arg(dir))
-                .await?;
-            }
-        } else {
-            for dir in [&self.dir, &data, &sock] {
-                std::fs::create_dir_all(dir)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs a PostgreSQL server tool (as `postgres` when we are root).
-    async fn tool(&self, name: &str, args: &[&str]) -> Result<String> {
-        let bin = format!("{}/{name}", pg_bin());
-        let mut command = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--", &bin]);
-            c
-        } else {
-            Command::new(&bin)
-        };
-        command.args(args).current_dir("/");
-        run(&mut command).await
-    }
-
     async fn start_server(&mut self) -> Result<()> {
-        let (data, log, sock) = (self.data(), self.dir.join("pg.log"), self.dir.join("sock"));
-        let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k '{}' -c max_connections=200 -c shared_buffers=128MB -c fsync=on \
-             -c log_line_prefix='%m [%p] %e '",
-            self.port,
-            path_str(&sock)?
-        );
-        self.tool(
-            "pg_ctl",
-            &[
-                "-D",
-                path_str(&data)?,
-                "-l",
-                path_str(&log)?,
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                &options,
-                "start",
-            ],
-        )
+        server_script::output(server_script::command(
+            "postgres",
+            "start",
+            &self.dir,
+            &self.port.to_string(),
+        ))
         .await
-        .with_context(|| format!("pg_ctl start (see {})", log.display()))?;
+        .context("start postgres")?;
         self.running = true;
         if let Some(pid) = self.pid() {
             self.pids.record(PID_NAME, pid, "postgres");
@@ -153,22 +73,14 @@ impl PostgresServer {
         if !self.running {
             return Ok(());
         }
-        let data = self.data();
-        self.tool(
-            "pg_ctl",
-            &[
-                "-D",
-                path_str(&data)?,
-                "-m",
-                "fast",
-                "-w",
-                "-t",
-                "60",
-                "stop",
-            ],
-        )
+        server_script::output(server_script::command(
+            "postgres",
+            "stop",
+            &self.dir,
+            &self.port.to_string(),
+        ))
         .await
-        .context("pg_ctl stop")?;
+        .context("stop postgres")?;
         self.running = false;
         self.pids.forget(PID_NAME);
         Ok(())
@@ -253,24 +165,11 @@ impl Drop for PostgresServer {
         if !self.running {
             return;
         }
-        let data = self.data();
-        let pg_ctl = format!("{}/pg_ctl", pg_bin());
-        let mut command = if is_root() {
-            let mut c = std::process::Command::new("runuser");
-            c.args(["-u", "postgres", "--", &pg_ctl]);
-            c
-        } else {
-            std::process::Command::new(&pg_ctl)
-        };
-        let _ = command
-            .arg("-D")
-            .arg(&data)
-            .args(["-m", "fast", "-w", "-t", "30", "stop"])
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ =
+            server_script::blocking_command("postgres", "stop", &self.dir, &self.port.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         self.pids.forget(PID_NAME);
     }
 }
@@ -294,30 +193,4 @@ pub async fn ping(url: &str) -> bool {
         Ok(client) => client.simple_query("SELECT 1").await.is_ok(),
         Err(_) => false,
     }
-}
-
-fn is_root() -> bool {
-    nix::unistd::Uid::effective().is_root()
-}
-
-fn path_str(path: &Path) -> Result<&str> {
-    path.to_str().context("path is not UTF-8")
-}
-
-/// Runs a command to completion; its output is returned, or shown in the error if it failed.
-async fn run(command: &mut Command) -> Result<String> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .with_context(|| format!("run {command:?}"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    if !output.status.success() {
-        bail!("{command:?} failed ({}):\n{text}", output.status);
-    }
-    Ok(text)
 }

@@ -1,5 +1,6 @@
 //! The suite's own Redis: a foreground `redis-server` child (so its PID is ours), without
-//! persistence, that scenarios can `kill -9` and restart empty.
+//! persistence, that scenarios can `kill -9` and restart empty. Its command line is the project's
+//! one (`scripts/server.sh redis run`).
 
 use std::{
     path::{Path, PathBuf},
@@ -8,9 +9,9 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
-use super::{PidFiles, Signal, port_open, signal, wait_until};
+use super::{PidFiles, Signal, port_open, server_script, signal, wait_until};
 
 /// Name of the pid file of the suite's Redis.
 const PID_NAME: &str = "redis";
@@ -27,7 +28,8 @@ pub struct RedisServer {
 }
 
 impl RedisServer {
-    /// Starts Redis on `port` with its files under `dir`: no RDB, no AOF, `DEBUG` from loopback.
+    /// Starts Redis on `port` with its files under `dir` (`scripts/lib/redis.sh`: no RDB, no AOF,
+    /// `DEBUG` from loopback).
     pub async fn start(port: u16, dir: &Path, pids: &PidFiles) -> Result<Self> {
         Self::start_named(PID_NAME, port, dir, pids).await
     }
@@ -50,31 +52,7 @@ impl RedisServer {
     }
 
     async fn spawn(&mut self) -> Result<()> {
-        let log = self.dir.join("redis.log");
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args([
-                "--daemonize",
-                "no",
-                "--enable-debug-command",
-                "local",
-                "--maxclients",
-                "2000",
-            ])
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(&log)
-            .stdin(Stdio::null())
+        let child = server_script::command("redis", "run", &self.dir, &self.port.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)

@@ -10,9 +10,9 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
-use super::{PidFiles, Signal, alive, free_port, signal, wait_until};
+use super::{PidFiles, Signal, alive, server_script, signal, wait_until};
 use crate::settings::ServiceSettings;
 
 /// The admin token the suite's instances accept.
@@ -51,8 +51,10 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// Starts `binary` per `spec`, logging to `log_dir/LABEL-NAME.log`, and waits until `/readyz`
-    /// answers 200.
+    /// Starts `binary` per `spec` the project's one way (`scripts/server.sh seckill run`), logging
+    /// to `log_dir/LABEL-NAME.log`, and waits until `/readyz` answers 200. A new instance listens
+    /// on a free port, which it reports in `log_dir/LABEL-NAME.addr`; a restarted one (its port
+    /// given) keeps its predecessor's port and appends to its log.
     pub async fn start(
         binary: &Path,
         spec: &InstanceSpec,
@@ -61,24 +63,24 @@ impl Instance {
         pids: &PidFiles,
     ) -> Result<Self> {
         std::fs::create_dir_all(log_dir)?;
-        let port = match spec.port {
-            Some(port) => port,
-            None => free_port()?,
-        };
-        let log = log_dir.join(format!("{label}-{}.log", spec.name));
-        // A restarted instance (its port given) appends to its predecessor's log; a new one
-        // starts it afresh.
-        let restarted = spec.port.is_some();
-        let out = std::fs::OpenOptions::new()
+        let file_name = format!("{label}-{}", spec.name);
+        let log = log_dir.join(format!("{file_name}.log"));
+        let address_file = log_dir.join(format!("{file_name}.addr"));
+        if spec.port.is_none() {
+            std::fs::write(&log, b"").with_context(|| format!("create {}", log.display()))?;
+        }
+        let errors = std::fs::OpenOptions::new()
             .create(true)
-            .write(true)
-            .append(restarted)
-            .truncate(!restarted)
+            .append(true)
             .open(&log)
-            .with_context(|| format!("create {}", log.display()))?;
+            .with_context(|| format!("open {}", log.display()))?;
         let s = &spec.service;
-        let child = Command::new(binary)
-            .env("SECKILL_LISTEN", format!("127.0.0.1:{port}"))
+        let child = server_script::command("seckill", "run", log_dir, &file_name)
+            .env("SECKILL_BIN", binary)
+            .env(
+                "SECKILL_LISTEN",
+                format!("127.0.0.1:{}", spec.port.unwrap_or(0)),
+            )
             .env("REDIS_URL", &spec.redis_url)
             .env(
                 "SECKILL_LOCK_URL",
@@ -96,15 +98,31 @@ impl Instance {
             .env("RUST_LOG", "info")
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .env_remove("SECKILL_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
+            .env_remove("SECKILL_INSTANCE")
+            .stdout(Stdio::null())
+            .stderr(errors)
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("start {}", binary.display()))?;
+            .context("start seckill through scripts/server.sh")?;
         let pid = child.id().context("seckill exited at once")?;
         let pid_name = format!("seckill-{label}-{}", spec.name);
         pids.record(&pid_name, pid, "seckill");
+        // The instance reports the port it bound; one that dies first (an armed failpoint) has none.
+        let port = match spec.port {
+            Some(port) => port,
+            None => {
+                wait_until(
+                    Duration::from_secs(30),
+                    "seckill writes its address",
+                    || {
+                        let exists = address_file.exists();
+                        async move { exists || !alive(pid) }
+                    },
+                )
+                .await?;
+                read_port(&address_file).unwrap_or(0)
+            }
+        };
         let mut instance = Self {
             name: spec.name.clone(),
             pid_name,
@@ -289,6 +307,12 @@ impl Instance {
             .map(|l| format!("{}: {}", self.name, strip_ansi(l)))
             .collect()
     }
+}
+
+/// The port in an address file (`127.0.0.1:PORT`), if it has one.
+fn read_port(file: &Path) -> Option<u16> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.trim().rsplit_once(':')?.1.parse().ok()
 }
 
 /// Sums Prometheus text exposition by metric name (labels dropped), skipping comments and

@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# A project-owned redis-server: loopback only, no persistence, `DEBUG` allowed from loopback
+# (tests stall a server with DEBUG SLEEP), every file in its own directory. This is the one place
+# its command line is written: services.sh, lock-servers.sh and, through scripts/server.sh, the
+# chaos suite start Redis here. Source it after scripts/lib.sh.
+#
+#   redis_run DIR PORT [ARG...]     exec redis-server in the foreground (a supervisor's child)
+#   redis_start DIR PORT [ARG...]   start it in the background (DIR/redis.pid), wait for PING;
+#                                   nothing to do if DIR/redis.pid names a live server
+#   redis_stop DIR PORT             SIGTERM by the pid file; returns once the port is closed
+#   redis_pid DIR                   the live pid in DIR/redis.pid, or nothing
+#   redis_ping PORT                 127.0.0.1:PORT answers PING (no redis-cli needed)
+#
+# Extra ARGs go to redis-server (e.g. --cluster-enabled yes). SERVICES_TIMEOUT bounds every wait
+# (seconds, default 60).
+
+redis_command() {
+    local dir="$1" port="$2"
+    shift 2
+    REDIS_COMMAND=(redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no
+        --enable-debug-command local --dir "$dir" --logfile "$dir/redis.log" "$@")
+}
+
+redis_ping() {
+    [[ "$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1; printf 'PING\r\n' >&3; head -c 5 <&3" 2>/dev/null)" == "+PONG" ]]
+}
+
+redis_pid() {
+    local pid
+    pid="$(read_pid "$1/redis.pid")"
+    if [[ -n "$pid" ]] && pid_is "$pid" redis-server; then
+        echo "$pid"
+    fi
+}
+
+redis_fail() {
+    log "$2"
+    if [[ -s "$1/redis.log" ]]; then
+        log "last lines of $1/redis.log:"
+        tail -n 20 "$1/redis.log" >&2
+    fi
+    exit 1
+}
+
+redis_run() {
+    local dir="$1" port="$2"
+    mkdir -p "$dir"
+    redis_command "$@"
+    exec "${REDIS_COMMAND[@]}" --daemonize no </dev/null
+}
+
+redis_start() {
+    local dir="$1" port="$2" started deadline
+    mkdir -p "$dir"
+    if [[ -n "$(redis_pid "$dir")" ]] && redis_ping "$port"; then
+        log "redis already running (pid $(redis_pid "$dir")) on 127.0.0.1:$port"
+        return 0
+    fi
+    rm -f "$dir/redis.pid" "$dir/nodes.conf" # stale, and a cluster node starts fresh
+    port_open "$port" && die "port $port is in use by a process this project did not start (no live pid in $dir/redis.pid)"
+    log "starting redis on 127.0.0.1:$port"
+    redis_command "$@"
+    "${REDIS_COMMAND[@]}" --daemonize yes --pidfile "$dir/redis.pid" </dev/null >&2 ||
+        redis_fail "$dir" "redis-server failed to start"
+    # The daemonised child writes its pid file a moment after the launcher returns, so a missing
+    # pid only counts after a grace period; readiness is judged by PING.
+    started=$SECONDS
+    deadline=$((SECONDS + ${SERVICES_TIMEOUT:-60}))
+    until redis_ping "$port"; do
+        if [[ -z "$(redis_pid "$dir")" && $((SECONDS - started)) -ge 3 ]]; then
+            redis_fail "$dir" "redis-server on port $port exited during start-up"
+        fi
+        [[ $SECONDS -lt $deadline ]] || redis_fail "$dir" "redis on port $port did not answer PING in time"
+        sleep 0.1
+    done
+    log "redis ready on 127.0.0.1:$port (pid $(redis_pid "$dir"))"
+}
+
+redis_stop() {
+    local dir="$1" port="$2" pid
+    pid="$(redis_pid "$dir")"
+    if [[ -z "$pid" ]]; then
+        rm -f "$dir/redis.pid"
+        return 0
+    fi
+    kill "$pid" 2>/dev/null || true
+    wait_port_closed "$port" "$pid" redis-server "${SERVICES_TIMEOUT:-60}" || return 1
+    rm -f "$dir/redis.pid"
+    log "redis on port $port stopped (pid $pid)"
+}
