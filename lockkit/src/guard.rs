@@ -107,6 +107,19 @@ impl LockGuard {
         }
     }
 
+    /// How long the lease is known to last from now, by the local deadline: the last confirmed
+    /// grant or renewal, measured from when it was *sent*, less a drift margin. Zero once lost.
+    ///
+    /// A write that must land while the lease holds has at most this long. Recorded next to a
+    /// write as a wall-clock time (`SystemTime::now() + remaining()`), it lets an audit find the
+    /// writes that landed after their own lease had run out: the ones a fence must refuse.
+    pub fn remaining(&self) -> Duration {
+        match self.lease.check() {
+            Some(_) => Duration::ZERO,
+            None => self.lease.deadline().until(),
+        }
+    }
+
     /// Acquire attempts (script round trips) it took to get this lock.
     pub fn attempts(&self) -> u32 {
         self.attempts

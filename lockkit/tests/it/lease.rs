@@ -158,6 +158,30 @@ async fn a_blocked_holder_sees_its_loss_on_its_next_check() {
     assert_eq!(guard.lost().now_or_never(), Some(LeaseLoss::Expired));
 }
 
+/// `remaining()` never promises more than the server's own TTL, is renewed by the watchdog, and
+/// drops to zero with the loss.
+#[tokio::test(flavor = "current_thread")]
+async fn remaining_stays_within_the_servers_ttl_and_is_zero_once_lost() {
+    let lease = Duration::from_millis(600);
+    let holder = client_with_lease(lease).await;
+    let mut conn = raw().await;
+    let name = unique("remaining");
+    let guard = holder.try_lock(&name).await.unwrap().unwrap();
+
+    for _ in 0..4 {
+        // PTTL first: read later, `remaining()` can only be smaller.
+        let pttl: u64 = redis::cmd("PTTL").arg(lock_key(&name)).query_async(&mut conn).await.unwrap();
+        let remaining = guard.remaining();
+        assert!(remaining > Duration::ZERO && remaining < lease, "{remaining:?}");
+        assert!(remaining <= Duration::from_millis(pttl), "{remaining:?} promised, {pttl} ms left in Redis");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    std::thread::sleep(lease);
+    assert_eq!(guard.remaining(), Duration::ZERO);
+    assert!(guard.is_lost());
+}
+
 /// `lost()` watches the local deadline itself: here it is the first to look after the pause.
 #[tokio::test(flavor = "current_thread")]
 async fn lost_fires_on_the_local_deadline_by_itself() {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{ClaimRow, OrderRow, PartRow, Resolution, Resolved, Snapshot, label};
+use super::{ClaimRow, OrderRow, PartRow, RefusalRow, Resolution, Resolved, Snapshot, label};
 use crate::history::{Op, OpKind, OrderAck, Outcome};
 
 /// Answers of the load and of the resolution, counted.
@@ -407,6 +407,32 @@ pub(super) struct Takeovers {
     pub(super) examples: Vec<String>,
 }
 
+/// The claims of every shard in time order, each with the largest fence claimed up to then.
+struct ClaimHistory(HashMap<i32, Vec<(i64, i64)>>);
+
+impl ClaimHistory {
+    fn new(claims: &[ClaimRow]) -> Self {
+        let mut by_shard: HashMap<i32, Vec<(i64, i64)>> = HashMap::new();
+        let mut sorted: Vec<&ClaimRow> = claims.iter().collect();
+        sorted.sort_by_key(|c| c.claimed_us);
+        for claim in sorted {
+            let history = by_shard.entry(claim.shard).or_default();
+            let highest = history
+                .last()
+                .map_or(claim.fence, |&(_, f)| f.max(claim.fence));
+            history.push((claim.claimed_us, highest));
+        }
+        Self(by_shard)
+    }
+
+    /// The last claim of `shard` before `time` as (claimed at, largest fence claimed so far).
+    fn before(&self, shard: i32, time: i64) -> Option<(i64, i64)> {
+        let history = self.0.get(&shard)?;
+        let before = history.partition_point(|&(at, _)| at < time);
+        before.checked_sub(1).map(|i| history[i])
+    }
+}
+
 /// Real-time order of owners and writes, per shard, on PostgreSQL's clock: a part written under
 /// fence F at time W is a violation when a claim with a larger fence was logged before W. The
 /// claim takes the shard's row lock before it is logged, and an owned batch holds that lock until
@@ -415,24 +441,13 @@ pub(super) struct Takeovers {
 /// fence and is caught here. Parts without a write time (rows from before the column existed)
 /// and unfenced parts (fence 0) are not judged.
 pub(super) fn writes_after_takeover(parts: &[PartRow], claims: &[ClaimRow]) -> Takeovers {
-    // Per shard: claim times in order, with the largest fence claimed up to each.
-    let mut by_shard: HashMap<i32, Vec<(i64, i64)>> = HashMap::new();
-    let mut sorted: Vec<&ClaimRow> = claims.iter().collect();
-    sorted.sort_by_key(|c| c.claimed_us);
-    for claim in sorted {
-        let history = by_shard.entry(claim.shard).or_default();
-        let highest = history
-            .last()
-            .map_or(claim.fence, |&(_, f)| f.max(claim.fence));
-        history.push((claim.claimed_us, highest));
-    }
+    let history = ClaimHistory::new(claims);
     let mut t = Takeovers::default();
     for part in parts.iter().filter(|p| p.fence > 0) {
-        let (Some(written), Some(history)) = (part.written_us, by_shard.get(&part.shard)) else {
+        let Some(written) = part.written_us else {
             continue;
         };
-        let before = history.partition_point(|&(at, _)| at < written);
-        if let Some(&(at, newer)) = before.checked_sub(1).map(|i| &history[i])
+        if let Some((at, newer)) = history.before(part.shard, written)
             && newer > part.fence
         {
             t.count += 1;
@@ -446,6 +461,75 @@ pub(super) fn writes_after_takeover(parts: &[PartRow], claims: &[ClaimRow]) -> T
         }
     }
     t
+}
+
+/// Owned writes measured against their owner's own lease: the deadline the owner counted on when
+/// it sent the batch (`lease_until`, its own clock) against when PostgreSQL decided (its clock;
+/// both on one machine here).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct LateWrites {
+    /// Parts and refusals that reached PostgreSQL after their lease had run out.
+    pub(super) late: usize,
+    /// ... of which the fence refused.
+    pub(super) refused: usize,
+    /// ... of which were written while their fence was still the newest claim of the shard: no
+    /// other owner existed, so nothing could be sold twice.
+    pub(super) unopposed: usize,
+    /// ... of which were written after a newer fence had claimed the shard: the violation.
+    pub(super) over_a_newer_owner: usize,
+    /// Refusals of writes sent *within* their lease: the lock had already given the shard to
+    /// someone else (Redis lost its data or failed over), and only the fence kept them apart.
+    pub(super) refused_within_lease: usize,
+    /// The violations.
+    pub(super) examples: Vec<String>,
+}
+
+/// "No write lands after its own lease expired, unless the fence refused it": a late part is a
+/// violation when a newer fence had claimed its shard before it was written; a late part whose
+/// fence was still the newest claim had no rival and is counted, not judged. Refusals are sorted
+/// into late ones (the paused or delayed owner) and ones within their lease (two holders at once,
+/// where the lock alone failed). Rows without a lease deadline are not judged.
+pub(super) fn late_writes(
+    parts: &[PartRow],
+    refusals: &[RefusalRow],
+    claims: &[ClaimRow],
+) -> LateWrites {
+    let history = ClaimHistory::new(claims);
+    let mut w = LateWrites::default();
+    for refusal in refusals {
+        match refusal.lease_until_us {
+            Some(until) if refusal.refused_us > until => {
+                w.late += 1;
+                w.refused += 1;
+            }
+            Some(_) => w.refused_within_lease += 1,
+            None => {}
+        }
+    }
+    for part in parts {
+        let (Some(written), Some(until)) = (part.written_us, part.lease_until_us) else {
+            continue;
+        };
+        if written <= until {
+            continue;
+        }
+        w.late += 1;
+        match history.before(part.shard, written) {
+            Some((at, newer)) if newer > part.fence => {
+                w.over_a_newer_owner += 1;
+                w.examples.push(format!(
+                    "shard {}: order {} written under fence {} {} µs after its lease ran out and {} µs after fence {newer} had claimed the shard",
+                    part.shard,
+                    part.order_id,
+                    part.fence,
+                    written - until,
+                    written - at
+                ));
+            }
+            _ => w.unopposed += 1,
+        }
+    }
+    w
 }
 
 #[cfg(test)]
@@ -710,6 +794,7 @@ mod tests {
             quantity: 1,
             fence,
             written_us: None,
+            lease_until_us: None,
         };
         let in_order = [part(1, 0, 1), part(2, 1, 5), part(3, 0, 2), part(4, 1, 5)];
         assert_eq!(
@@ -738,6 +823,7 @@ mod tests {
             quantity: 1,
             fence,
             written_us: Some(written_us),
+            lease_until_us: None,
         };
         let claim = |fence, claimed_us| ClaimRow {
             shard: 0,
@@ -758,6 +844,68 @@ mod tests {
         assert_eq!(
             late.examples,
             ["shard 0: order 2 written under fence 1 200 µs after fence 2 had claimed the shard"]
+        );
+    }
+
+    #[test]
+    fn a_late_write_must_be_refused_once_a_newer_owner_claimed() {
+        let part = |order_id, fence, written_us, lease_until_us| PartRow {
+            order_id,
+            shard: 0,
+            quantity: 1,
+            fence,
+            written_us: Some(written_us),
+            lease_until_us: Some(lease_until_us),
+        };
+        let refusal = |fence, refused_us, lease_until_us| RefusalRow {
+            shard: 0,
+            fence,
+            lease_until_us: Some(lease_until_us),
+            refused_us,
+        };
+        let claims = [
+            ClaimRow {
+                shard: 0,
+                fence: 1,
+                claimed_us: 100,
+            },
+            ClaimRow {
+                shard: 0,
+                fence: 2,
+                claimed_us: 500,
+            },
+        ];
+        // Fence 1 writes in its lease, then once late with no rival yet; its batch after fence
+        // 2's claim is refused (late), and so is one sent within its lease (the lock failed).
+        let fenced = late_writes(
+            &[
+                part(1, 1, 200, 300),
+                part(2, 1, 400, 350),
+                part(3, 2, 600, 900),
+            ],
+            &[refusal(1, 700, 450), refusal(1, 520, 600)],
+            &claims,
+        );
+        assert_eq!(
+            fenced,
+            LateWrites {
+                late: 2,
+                refused: 1,
+                unopposed: 1,
+                refused_within_lease: 1,
+                ..LateWrites::default()
+            }
+        );
+
+        // The control: the same late batch accepted over fence 2.
+        let unfenced = late_writes(&[part(1, 1, 200, 300), part(2, 1, 700, 450)], &[], &claims);
+
+        assert_eq!((unfenced.late, unfenced.over_a_newer_owner), (1, 1));
+        assert_eq!(
+            unfenced.examples,
+            [
+                "shard 0: order 2 written under fence 1 250 µs after its lease ran out and 200 µs after fence 2 had claimed the shard"
+            ]
         );
     }
 }

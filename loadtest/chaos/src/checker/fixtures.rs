@@ -102,6 +102,7 @@ pub(super) fn consistent_sale() -> (Vec<Op>, Snapshot) {
                 quantity: 1,
                 fence: 1,
                 written_us: Some(1_000),
+                lease_until_us: Some(1_500),
             },
             PartRow {
                 order_id: 2,
@@ -109,6 +110,7 @@ pub(super) fn consistent_sale() -> (Vec<Op>, Snapshot) {
                 quantity: 1,
                 fence: 2,
                 written_us: Some(3_000),
+                lease_until_us: Some(4_000),
             },
         ],
         claims: vec![
@@ -123,6 +125,7 @@ pub(super) fn consistent_sale() -> (Vec<Op>, Snapshot) {
                 claimed_us: 2_000,
             },
         ],
+        refusals: Vec::new(),
         purchases: vec![("u0".into(), 1), ("u1".into(), 1)],
     };
     (ops, snapshot)

@@ -15,6 +15,10 @@
 //!      orders, nobody is above the per-user limit;
 //!    - for fenced sales: on every shard, no order carries an older fence than the one before it
 //!      (equal fences, one token granted twice after Redis lost data, are counted);
+//!    - for owned sales, in real time: no order written under a fence after a newer fence had
+//!      claimed its shard, and no write that landed after its owner's own lease ran out accepted
+//!      over a newer owner (late writes are counted by fate: refused, unopposed, over a newer
+//!      owner; refusals sent within their lease show where the lock alone failed);
 //!    - replays of acknowledged keys answered the original order.
 //!
 //! # Layout
@@ -37,7 +41,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use resolve::{Resolution, Resolved, resolve};
-pub use snapshot::{ClaimRow, OrderRow, PartRow, ShardRow, Snapshot};
+pub use snapshot::{ClaimRow, OrderRow, PartRow, RefusalRow, ShardRow, Snapshot};
 
 use crate::history::{Op, Outcome};
 
@@ -113,6 +117,18 @@ pub struct Findings {
     /// Order parts written under a fence after a newer fence had claimed their shard (owned
     /// strategies): a deposed owner's write landing late, in real time.
     pub writes_after_takeover: usize,
+    /// Owned writes that reached PostgreSQL after their owner's own lease had run out (parts
+    /// written and batches refused; `lease_until` against PostgreSQL's decision time).
+    pub late_writes: usize,
+    /// ... of which the fence refused.
+    pub late_writes_refused: usize,
+    /// ... of which were written while their fence was still the shard's newest claim (no rival).
+    pub late_writes_unopposed: usize,
+    /// ... of which were written after a newer fence had claimed the shard: the violation.
+    pub late_writes_over_a_newer_owner: usize,
+    /// Batches refused although sent within their lease: the lock had given the shard to a second
+    /// holder, and the fence alone kept them apart.
+    pub refused_within_lease: usize,
     /// `sales.fence_rejections`: claims and writes refused by fences.
     pub stale_rejected: i64,
     /// A few examples of what went wrong, for the report.
@@ -154,6 +170,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         checks::FenceSuccessions::default()
     };
     let takeovers = checks::writes_after_takeover(&snapshot.parts, &snapshot.claims);
+    let late = checks::late_writes(&snapshot.parts, &snapshot.refusals, &snapshot.claims);
     let examples = [
         told.examples,
         replays.examples,
@@ -162,6 +179,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         partial.examples,
         fences.examples,
         takeovers.examples,
+        late.examples,
     ]
     .into_iter()
     .flatten()
@@ -199,6 +217,11 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         fence_order_violations: fences.order_violations,
         equal_fence_successions: fences.equal,
         writes_after_takeover: takeovers.count,
+        late_writes: late.late,
+        late_writes_refused: late.refused,
+        late_writes_unopposed: late.unopposed,
+        late_writes_over_a_newer_owner: late.over_a_newer_owner,
+        refused_within_lease: late.refused_within_lease,
         stale_rejected: snapshot.fence_rejections,
         examples,
     }
@@ -297,6 +320,7 @@ mod tests {
             quantity: 1,
             fence: 1,
             written_us: None,
+            lease_until_us: None,
         });
         snapshot.shards[1].remaining = 4;
         snapshot.purchases.push(("u4".into(), 1));

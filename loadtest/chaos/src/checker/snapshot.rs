@@ -51,6 +51,22 @@ pub struct PartRow {
     pub fence: i64,
     /// When its order row was written (µs since the epoch, PostgreSQL's clock).
     pub written_us: Option<i64>,
+    /// Until when its owner counted on its lease when it sent the batch (µs since the epoch, the
+    /// owner's clock; `None` for strategies without owners).
+    pub lease_until_us: Option<i64>,
+}
+
+/// One `fence_refusals` row: a shard of an owned batch the fence refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalRow {
+    /// The shard.
+    pub shard: i32,
+    /// The fence the batch carried.
+    pub fence: i64,
+    /// Until when its owner counted on its lease when it sent the batch (µs, the owner's clock).
+    pub lease_until_us: Option<i64>,
+    /// When the fence refused it (µs since the epoch, PostgreSQL's clock, after the row lock).
+    pub refused_us: i64,
 }
 
 /// One `shard_claims` row: an owner took a shard over.
@@ -81,6 +97,8 @@ pub struct Snapshot {
     pub parts: Vec<PartRow>,
     /// Owner claims (owned strategies), in time order.
     pub claims: Vec<ClaimRow>,
+    /// Batch writes the fence refused (owned strategies).
+    pub refusals: Vec<RefusalRow>,
     /// `user_purchases`: units bought per user.
     pub purchases: Vec<(String, i64)>,
 }
@@ -109,14 +127,22 @@ impl Snapshot {
             .collect();
         let parts = tx
             .query(
-                "SELECT p.order_id, p.shard, p.quantity::bigint, p.fence, (extract(epoch FROM o.written_at) * 1e6)::bigint
+                "SELECT p.order_id, p.shard, p.quantity::bigint, p.fence, (extract(epoch FROM o.written_at) * 1e6)::bigint,
+                        (extract(epoch FROM p.lease_until) * 1e6)::bigint
                    FROM order_parts p JOIN orders o ON o.id = p.order_id
                   WHERE p.sku = $1 ORDER BY p.order_id, p.shard",
                 &[&sku],
             )
             .await?
             .iter()
-            .map(|r| PartRow { order_id: r.get(0), shard: r.get(1), quantity: r.get(2), fence: r.get(3), written_us: r.get(4) })
+            .map(|r| PartRow {
+                order_id: r.get(0),
+                shard: r.get(1),
+                quantity: r.get(2),
+                fence: r.get(3),
+                written_us: r.get(4),
+                lease_until_us: r.get(5),
+            })
             .collect();
         let claims = tx
             .query(
@@ -127,6 +153,16 @@ impl Snapshot {
             .await?
             .iter()
             .map(|r| ClaimRow { shard: r.get(0), fence: r.get(1), claimed_us: r.get(2) })
+            .collect();
+        let refusals = tx
+            .query(
+                "SELECT shard, fence, (extract(epoch FROM lease_until) * 1e6)::bigint, (extract(epoch FROM refused_at) * 1e6)::bigint
+                   FROM fence_refusals WHERE sku = $1 ORDER BY refused_at",
+                &[&sku],
+            )
+            .await?
+            .iter()
+            .map(|r| RefusalRow { shard: r.get(0), fence: r.get(1), lease_until_us: r.get(2), refused_us: r.get(3) })
             .collect();
         let purchases = tx
             .query(
@@ -146,6 +182,7 @@ impl Snapshot {
             orders,
             parts,
             claims,
+            refusals,
             purchases,
         })
     }

@@ -201,6 +201,16 @@ async fn execute(
     report.figure("indeterminate", findings.indeterminate);
     report.figure("equal_fence_successions", findings.equal_fence_successions);
     report.figure("writes_after_takeover", findings.writes_after_takeover);
+    report.figure(
+        "late_writes",
+        serde_json::json!({
+            "late": findings.late_writes,
+            "refused": findings.late_writes_refused,
+            "unopposed": findings.late_writes_unopposed,
+            "over_a_newer_owner": findings.late_writes_over_a_newer_owner,
+            "refused_within_lease": findings.refused_within_lease,
+        }),
+    );
     report.figure("fence_order_violations", findings.fence_order_violations);
     report.figure(
         "status_counts",

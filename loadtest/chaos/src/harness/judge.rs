@@ -160,10 +160,11 @@ pub(super) fn shared_checks(
         let detected = f.oversold > 0
             || f.negative_shards > 0
             || f.inconsistent_shards > 0
-            || f.writes_after_takeover > 0;
+            || f.writes_after_takeover > 0
+            || f.late_writes_over_a_newer_owner > 0;
         let seen = format!(
-            "{stock}; {} writes landed after a newer owner had claimed their shard",
-            f.writes_after_takeover
+            "{stock}; {} writes landed after a newer owner had claimed their shard, {} of them after their own lease had run out",
+            f.writes_after_takeover, f.late_writes_over_a_newer_owner
         );
         checks.push(Check::new("violation_detected", detected, seen));
     } else {
@@ -189,6 +190,18 @@ pub(super) fn shared_checks(
                 format!(
                     "{} order parts written under a fence after a newer fence had claimed their shard (PostgreSQL's clock)",
                     f.writes_after_takeover
+                ),
+            ));
+            checks.push(Check::new(
+                "late_writes_refused",
+                f.late_writes_over_a_newer_owner == 0,
+                format!(
+                    "{} writes landed after their owner's own lease had run out: {} refused by the fence, {} before any newer owner claimed (no rival), {} over a newer owner; {} refused within their lease (the lock gave the shard to two holders)",
+                    f.late_writes,
+                    f.late_writes_refused,
+                    f.late_writes_unopposed,
+                    f.late_writes_over_a_newer_owner,
+                    f.refused_within_lease
                 ),
             ));
         }

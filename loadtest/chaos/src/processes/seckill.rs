@@ -69,6 +69,8 @@ impl Instance {
         if spec.port.is_none() {
             std::fs::write(&log, b"").with_context(|| format!("create {}", log.display()))?;
         }
+        // A predecessor's file would name its port until the script got to remove it.
+        let _ = std::fs::remove_file(&address_file);
         let errors = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("../../migrations/0004_redis_gate.sql")),
     (5, include_str!("../../migrations/0005_gate_epoch.sql")),
     (6, include_str!("../../migrations/0006_claim_log.sql")),
+    (7, include_str!("../../migrations/0007_lease_expiry.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

@@ -5,7 +5,7 @@
 //! timeout below the lease, and both are bounded on the client side too: a batch that does not
 //! answer in time has an unknown fate, and its connection is dropped rather than reused.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::Object;
 use lockkit::Fence;
@@ -26,6 +26,9 @@ pub struct BatchShard {
     pub fence: Fence,
     /// Its stock as the owner last wrote (or claimed) it.
     pub committed: i64,
+    /// Until when the owner's lease on the shard's lock is known to hold (its own clock, from
+    /// [`lockkit::LockGuard::remaining`]): kept with the write as evidence, never decided on.
+    pub lease_until: SystemTime,
 }
 
 /// One decided order of a batch.
@@ -122,6 +125,7 @@ impl Db {
         let shard_ids: Vec<i32> = shards.iter().map(|s| s.shard.as_sql()).collect();
         let fences: Vec<i64> = shards.iter().map(|s| s.fence.as_i64()).collect();
         let committed: Vec<i32> = shards.iter().map(|s| s.committed as i32).collect();
+        let leases: Vec<SystemTime> = shards.iter().map(|s| s.lease_until).collect();
         let users: Vec<&str> = orders.iter().map(|o| o.request.user_id.as_str()).collect();
         let quantities: Vec<i32> = orders.iter().map(|o| o.request.quantity.get() as i32).collect();
         let keys: Vec<Option<&str>> = orders.iter().map(|o| o.request.idempotency_key.as_deref()).collect();
@@ -139,7 +143,7 @@ impl Db {
             // prepare round trip before it.
             client
                 .query_typed(
-                    "SELECT ord, outcome, order_id, shard FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    "SELECT ord, outcome, order_id, shard FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                     &[
                         (&sale.sku.as_str(), Type::TEXT),
                         (&sale.generation, Type::INT8),
@@ -148,6 +152,7 @@ impl Db {
                         (&shard_ids, Type::INT4_ARRAY),
                         (&fences, Type::INT8_ARRAY),
                         (&committed, Type::INT4_ARRAY),
+                        (&leases, Type::TIMESTAMPTZ_ARRAY),
                         (&users, Type::TEXT_ARRAY),
                         (&quantities, Type::INT4_ARRAY),
                         (&keys, Type::TEXT_ARRAY),

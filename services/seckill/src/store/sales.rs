@@ -74,6 +74,7 @@ impl Db {
         tx.execute("DELETE FROM orders WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM shard_claims WHERE sku = $1", &[&sku.as_str()]).await?;
+        tx.execute("DELETE FROM fence_refusals WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM shards WHERE sku = $1 AND shard >= $2", &[&sku.as_str(), &(spec.shards as i32)]).await?;
         tx.execute(
             "INSERT INTO shards (sku, shard, initial, remaining)

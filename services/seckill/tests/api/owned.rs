@@ -131,7 +131,9 @@ async fn a_batch_decided_before_a_reset_never_lands_in_the_new_sale() {
 }
 
 /// The generation check itself, at the store: a batch carrying the previous generation changes
-/// nothing; the same batch with the current generation commits (the control).
+/// nothing; the same batch with the current generation commits (the control). A batch under an
+/// older fence is refused and logged in `fence_refusals`; every written part keeps the owner's
+/// lease deadline as evidence.
 #[tokio::test]
 async fn the_batch_function_refuses_a_previous_generation() {
     let app = spawn_app_with(owner_settings()).await;
@@ -139,21 +141,29 @@ async fn the_batch_function_refuses_a_previous_generation() {
     let db = db().await;
     db.execute("UPDATE shards SET fence = 7 WHERE sku = $1", &[&sku]).await.unwrap();
     let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
-    let batch = |generation: i64| {
+    let lease_until = "2030-01-01 00:00:00+00";
+    let batch = |generation: i64, fence: i64| {
         format!(
-            "SELECT outcome FROM seckill_commit_batch('{sku}', {generation}, 10, true, '{{0}}', '{{7}}', '{{20}}', \
-             '{{u}}', '{{1}}', '{{NULL}}', '{{1}}', '{{0}}', '{{1}}')"
+            "SELECT outcome FROM seckill_commit_batch('{sku}', {generation}, 10, true, '{{0}}', '{{{fence}}}', '{{20}}', \
+             '{{\"{lease_until}\"}}', '{{u}}', '{{1}}', '{{NULL}}', '{{1}}', '{{0}}', '{{1}}')"
         )
     };
 
-    let stale: String = db.query_one(&batch(generation.wrapping_add(1)), &[]).await.unwrap().get(0);
-    let current: String = db.query_one(&batch(generation), &[]).await.unwrap().get(0);
+    let stale: String = db.query_one(&batch(generation.wrapping_add(1), 7), &[]).await.unwrap().get(0);
+    let deposed: String = db.query_one(&batch(generation, 6), &[]).await.unwrap().get(0);
+    let current: String = db.query_one(&batch(generation, 7), &[]).await.unwrap().get(0);
 
     assert_eq!(stale, "stale_sale");
+    assert_eq!(deposed, "deposed");
     assert_eq!(current, "ok");
     let audit = app.audit(&sku).await;
     assert_eq!(audit["sold"], 1, "{audit}");
     assert_eq!(audit["remaining"], 19, "{audit}");
+    let in_force = |table: &str| format!("SELECT fence, lease_until = '{lease_until}' FROM {table} WHERE sku = $1");
+    let refused = db.query_one(&in_force("fence_refusals"), &[&sku]).await.unwrap();
+    let part = db.query_one(&in_force("order_parts"), &[&sku]).await.unwrap();
+    assert_eq!((refused.get::<_, i64>(0), refused.get::<_, bool>(1)), (6, true));
+    assert_eq!((part.get::<_, i64>(0), part.get::<_, bool>(1)), (7, true));
 }
 
 /// An owner stopped gracefully mid-sale hands its shards back on the way out; another instance

@@ -11,7 +11,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::Instant,
+    time::{Instant, SystemTime},
 };
 
 use lockkit::{Fence, LockGuard};
@@ -291,7 +291,14 @@ impl SaleOwner {
     pub(crate) fn batch_shards(state: &State, shards: &[ShardId]) -> Vec<BatchShard> {
         shards
             .iter()
-            .filter_map(|id| state.shards.get(id).map(|s| BatchShard { shard: *id, fence: s.fence, committed: s.committed }))
+            .filter_map(|id| {
+                state.shards.get(id).map(|s| BatchShard {
+                    shard: *id,
+                    fence: s.fence,
+                    committed: s.committed,
+                    lease_until: SystemTime::now() + s.guard.remaining(),
+                })
+            })
             .collect()
     }
 
