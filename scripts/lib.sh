@@ -7,6 +7,7 @@
 #   ROOT            the repository's top directory
 #   log MSG...      "[tag] MSG" on stderr (stdout stays free for what a script prints)
 #   die MSG...      "[tag] ERROR: MSG" on stderr, then exit $DIE_STATUS (default 1)
+#   die_with_log LOG MSG...   die, after the last 30 lines of a server's LOG file
 #   on_exit FUNC    FUNC runs when the script exits, however it exits: INT and TERM become
 #                   ordinary exits (130, 143) so that FUNC still stops what the script started
 
@@ -19,6 +20,16 @@ log() { printf '[%s] %s\n' "${SCRIPT_TAG:-script}" "$*" >&2; }
 die() {
     printf '[%s] ERROR: %s\n' "${SCRIPT_TAG:-script}" "$*" >&2
     exit "${DIE_STATUS:-1}"
+}
+
+die_with_log() {
+    local file="$1"
+    shift
+    if [[ -s "$file" ]]; then
+        log "last lines of $file:"
+        tail -n 30 "$file" >&2
+    fi
+    die "$@"
 }
 
 on_exit() {

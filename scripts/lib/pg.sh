@@ -45,15 +45,6 @@ pg_ready() {
     "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$1" -U "$PG_SUPERUSER" -d postgres -t 2 >/dev/null 2>&1
 }
 
-pg_fail() {
-    log "$2"
-    if [[ -s "$1/pg.log" ]]; then
-        log "last lines of $1/pg.log:"
-        tail -n 30 "$1/pg.log" >&2
-    fi
-    exit 1
-}
-
 # As root, the server runs as `postgres`, which needs search (x) permission on every directory
 # above DIR. A repository under a private home directory (e.g. /root, mode 700) fails this.
 pg_check_reachable() {
@@ -153,12 +144,12 @@ pg_start() {
         # Quoted paths: pg_ctl hands -o to a shell.
         as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/pg.log" -w -t "$timeout" \
             -o "-p $port -c listen_addresses=127.0.0.1 -k '$dir/sock' -c max_connections=300 -c shared_buffers=256MB -c fsync=on -c log_line_prefix='%m [%p] %e '" \
-            start </dev/null >&2 || pg_fail "$dir" "pg_ctl start failed"
+            start </dev/null >&2 || die_with_log "$dir/pg.log" "pg_ctl start failed"
     fi
     deadline=$((SECONDS + timeout))
     until pg_ready "$port"; do
-        [[ -n "$(pg_pid "$dir")" ]] || pg_fail "$dir" "postgres is not running"
-        [[ $SECONDS -lt $deadline ]] || pg_fail "$dir" "postgres did not become ready on 127.0.0.1:$port in time"
+        [[ -n "$(pg_pid "$dir")" ]] || die_with_log "$dir/pg.log" "postgres is not running"
+        [[ $SECONDS -lt $deadline ]] || die_with_log "$dir/pg.log" "postgres did not become ready on 127.0.0.1:$port in time"
         sleep 0.2
     done
     log "postgres ready on 127.0.0.1:$port (pid $(pg_pid "$dir"))"

@@ -33,15 +33,6 @@ redis_pid() {
     fi
 }
 
-redis_fail() {
-    log "$2"
-    if [[ -s "$1/redis.log" ]]; then
-        log "last lines of $1/redis.log:"
-        tail -n 20 "$1/redis.log" >&2
-    fi
-    exit 1
-}
-
 redis_run() {
     local dir="$1" port="$2"
     mkdir -p "$dir"
@@ -61,16 +52,16 @@ redis_start() {
     log "starting redis on 127.0.0.1:$port"
     redis_command "$@"
     "${REDIS_COMMAND[@]}" --daemonize yes --pidfile "$dir/redis.pid" </dev/null >&2 ||
-        redis_fail "$dir" "redis-server failed to start"
+        die_with_log "$dir/redis.log" "redis-server failed to start"
     # The daemonised child writes its pid file a moment after the launcher returns, so a missing
     # pid only counts after a grace period; readiness is judged by PING.
     started=$SECONDS
     deadline=$((SECONDS + ${SERVICES_TIMEOUT:-60}))
     until redis_ping "$port"; do
         if [[ -z "$(redis_pid "$dir")" && $((SECONDS - started)) -ge 3 ]]; then
-            redis_fail "$dir" "redis-server on port $port exited during start-up"
+            die_with_log "$dir/redis.log" "redis-server on port $port exited during start-up"
         fi
-        [[ $SECONDS -lt $deadline ]] || redis_fail "$dir" "redis on port $port did not answer PING in time"
+        [[ $SECONDS -lt $deadline ]] || die_with_log "$dir/redis.log" "redis on port $port did not answer PING in time"
         sleep 0.1
     done
     log "redis ready on 127.0.0.1:$port (pid $(redis_pid "$dir"))"
