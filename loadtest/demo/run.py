@@ -10,7 +10,7 @@
      The same fault against `owned-unfenced` (the batch write without its fence predicate) is the
      control: its stale batch lands over a's sales and the sale oversells.
 
-Each act prints a progress line every second (sold/total, orders/s, p99, 503s, fence rejections,
+Each act prints a progress line every second (sold/total, units sold/s, p99, 503s, fence rejections,
 who owns what), runs until sold out or a stated cap, and ends with k6's summary in one line and
 an audit from PostgreSQL. A final table gives all acts. Exit status 1 if a guarantee of the
 default strategy broke (oversold, stranded, inconsistent or lost in act 2 or 3), 2 on a set-up
@@ -230,7 +230,7 @@ class Outcome:
     stranded: int = 0
     consistent: bool = True
     fence_rejections: int = 0
-    orders_per_s: float = 0.0
+    units_per_s: float = 0.0
     p99_ms: float | None = None
     unavailable: int = 0
     sold_out: bool = False
@@ -370,7 +370,7 @@ class Demo:
         unavailable = sum(v["traffic"]["answers"].get(k, 0) for v in views.values() for k in ("unavailable", "busy"))
         absent = [i.name for i in self.instances if i.name not in views]
         owner_text = " ".join(f"{k}:{n}" for k, n in sorted(owners.items())) or "-"
-        return (f"   {now:5.1f}s  sold {sale['sold']:>6}/{sale['total']}  {rate:7.0f} orders/s  "
+        return (f"   {now:5.1f}s  sold {sale['sold']:>6}/{sale['total']}  {rate:7.0f} units/s  "
                 f"p99 <= {max(p99) if p99 else '-':>5} ms  503s(10 s) {unavailable:>4}  "
                 f"fence rejections {sale['fence_rejections']:>3}  shards with stock by owner {owner_text}"
                 + (f"  [not answering: {', '.join(absent)}]" if absent else ""))
@@ -483,7 +483,7 @@ class Demo:
         except (OSError, ValueError):
             out.k6_line = f"k6 wrote no summary (see {self.k6.log if self.k6 else 'its log'})"
         sold_units = min(out.sold, out.total) if out.act.expect_exact else out.sold
-        out.orders_per_s = sold_units / elapsed if elapsed > 0 else 0.0
+        out.units_per_s = sold_units / elapsed if elapsed > 0 else 0.0
         say(f"   {out.k6_line}")
         verdict = ("OVERSOLD by %d units" % out.oversold) if out.oversold else (
             "exact: every unit sold once" if out.sold_out and out.consistent and not out.stranded else "see the notes")
@@ -515,7 +515,7 @@ ACTS = [
 
 def table(outcomes: list[Outcome]) -> None:
     say()
-    say("| act | strategy | sold / total | oversold | stranded | consistent | fence rejections | orders/s | k6 p99 ms | verdict |")
+    say("| act | strategy | sold / total | oversold | stranded | consistent | fence rejections | units sold/s | k6 p99 ms | verdict |")
     say("|---|---|---:|---:|---:|---|---:|---:|---:|---|")
     for o in outcomes:
         if o.act.expect_exact:
@@ -524,7 +524,7 @@ def table(outcomes: list[Outcome]) -> None:
             verdict = "oversold, as expected" if o.oversold > 0 else "no oversell this time"
         p99 = f"{o.p99_ms:.0f}" if o.p99_ms is not None else "-"
         say(f"| {o.act.number} {o.act.title} | `{o.act.strategy}` | {o.sold} / {o.total} | {o.oversold} | {o.stranded} | "
-            f"{str(o.consistent).lower()} | {o.fence_rejections} | {o.orders_per_s:.0f} | {p99} | {verdict} |")
+            f"{str(o.consistent).lower()} | {o.fence_rejections} | {o.units_per_s:.0f} | {p99} | {verdict} |")
 
 
 def main() -> int:

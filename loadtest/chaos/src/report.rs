@@ -9,6 +9,18 @@ use serde_json::Value;
 
 use crate::{checker::Findings, settings::Budget};
 
+/// `path` as a report shows it: relative to the working directory (the repository, as
+/// `scripts/chaos.sh` runs the suite) when it lies below it, so published results name no
+/// machine's directories.
+pub fn shown_path(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|dir| path.strip_prefix(dir).ok())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
 /// Whether a scenario passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -258,7 +270,7 @@ impl SuiteReport {
             .collect();
         if !damage.is_empty() {
             md.push_str("\n### Damage: redis-gate against owned-shards\n\n");
-            md.push_str("The `gate-*` rows are expected to show damage and pass when it is detected (`gate-redis-loss-durable` must lose no acknowledged order); the `owned-shards` rows must show none. Acknowledged lost: acknowledged orders missing from PostgreSQL or stored as another order. Acknowledged oversold: units acknowledged beyond the stock. Undersold: units neither in an order nor for sale, before the repair. Stranded: units left unsold after the repair and the sell-out.\n\n");
+            md.push_str("The `gate-*` rows are expected to show damage and pass when it is detected (`gate-redis-loss-durable` must lose no acknowledged order); the `owned-shards` rows must show none. Acknowledged lost: acknowledged orders missing from PostgreSQL or stored as another order. Acknowledged oversold: units acknowledged beyond the stock. Undersold: units neither in an order nor for sale, before the repair. Stranded: units left unsold after the repair and the sell-out (`-` where the run ended before the service said sold out).\n\n");
             md.push_str("| scenario | strategy | result | acknowledged lost | acknowledged oversold | oversold (PostgreSQL) | undersold | replays answered otherwise | reconciliation | stranded |\n");
             md.push_str("|---|---|---|---:|---:|---:|---:|---:|---|---:|\n");
             for s in damage {
@@ -344,6 +356,16 @@ impl SuiteReport {
 mod tests {
     use super::*;
     use crate::settings::{Budget, Mode};
+
+    #[test]
+    fn paths_below_the_working_directory_are_shown_relative_to_it() {
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(
+            shown_path(&here.join(".run/chaos/history/pause.jsonl")),
+            ".run/chaos/history/pause.jsonl"
+        );
+        assert_eq!(shown_path(Path::new("/elsewhere/x")), "/elsewhere/x");
+    }
 
     #[test]
     fn a_report_passes_only_if_every_check_does_and_renders_a_row_per_scenario() {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::{
     environment::{EnvConfig, Environment},
     progress,
-    report::{Status, SuiteReport},
+    report::{Status, SuiteReport, shown_path},
     scenarios::Scenario,
     settings::{Budget, Mode},
 };
@@ -57,7 +57,7 @@ pub async fn run(options: SuiteOptions) -> Result<SuiteReport> {
         ("postgres".to_owned(), Value::from(env.database_url())),
         (
             "seckill_bin".to_owned(),
-            Value::from(options.env.seckill_bin.display().to_string()),
+            Value::from(shown_path(&options.env.seckill_bin)),
         ),
     ]);
     if let Err(e) = env.stop().await {

@@ -16,7 +16,7 @@ use crate::{
     lock_backend::LockBackend,
     processes::seckill::Instance,
     progress,
-    report::ScenarioReport,
+    report::{ScenarioReport, shown_path},
     scenarios::gate,
     settings::Budget,
 };
@@ -181,7 +181,7 @@ async fn execute(
         .join("history")
         .join(format!("{label}.jsonl"));
     write_history(&history_file, &ops, &resolutions)?;
-    report.figure("history_file", history_file.display().to_string());
+    report.figure("history_file", shown_path(&history_file));
 
     let outcome = RunOutcome {
         findings: &findings,

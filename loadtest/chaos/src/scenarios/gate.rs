@@ -307,8 +307,14 @@ pub(crate) async fn after_load(
 }
 
 /// The report's damage row of a scenario: what the clients were told against what PostgreSQL
-/// has, and (gate) what reconciliation found and repaired.
+/// has, and (gate) what reconciliation found and repaired. Units still for sale count as
+/// stranded only once the service said the sale was sold out; a run that ended before that
+/// leaves them unsold, not stranded (`null`).
 pub(crate) fn damage(f: &Findings, gate: Option<&GateOutcome>) -> Value {
+    let sold_out = f
+        .status_counts
+        .keys()
+        .any(|label| label.ends_with("sold_out"));
     let mut row = json!({
         "acknowledged_lost": f.lost + f.mismatched,
         "acknowledged_oversold": f.acknowledged_oversold,
@@ -317,7 +323,7 @@ pub(crate) fn damage(f: &Findings, gate: Option<&GateOutcome>) -> Value {
         "replays_answered_otherwise": f.replay_mismatches,
         "undersold": Value::Null,
         "repaired": Value::Null,
-        "stranded": f.remaining.max(0),
+        "stranded": if sold_out { json!(f.remaining.max(0)) } else { Value::Null },
     });
     if let Some(g) = gate {
         row["undersold"] = json!(g.before_repair.undersold);
@@ -623,5 +629,27 @@ impl FaultPlan for GatePlan {
             ));
         }
         checks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_left_are_stranded_only_once_the_sale_said_sold_out() {
+        let mut f = Findings {
+            remaining: 5,
+            ..Findings::default()
+        };
+        assert_eq!(
+            damage(&f, None)["stranded"],
+            Value::Null,
+            "still selling: unsold"
+        );
+
+        f.status_counts.insert("409 sold_out".to_owned(), 3);
+
+        assert_eq!(damage(&f, None)["stranded"], json!(5));
     }
 }
