@@ -1,7 +1,7 @@
 //! Redis servers that one test owns: independent masters for Redlock, and a 3-master Redis
-//! Cluster. Each runs `redis-server` (installed by `scripts/services.sh`) in the foreground on a
-//! free loopback port, with its files in a temporary directory; the test kills it, by its PID,
-//! when done or to inject a fault.
+//! Cluster. Each runs `redis-server` (installed by `scripts/services.sh`) in the foreground through
+//! `scripts/server.sh redis run` on a free loopback port, with its files in a temporary directory;
+//! the test kills it, by its PID, when done or to inject a fault.
 
 use std::{
     net::TcpListener,
@@ -33,11 +33,14 @@ impl RedisServer {
     }
 
     async fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
+        // The project's one way to start Redis; `run` execs it, so the child is the server.
+        let child = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/server.sh"))
+            .args(["redis", "run"])
             .arg(&self.dir)
+            .arg(self.port.to_string())
             .args(&self.extra)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
