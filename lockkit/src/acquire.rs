@@ -11,7 +11,7 @@ use std::{
 use tracing::Instrument;
 
 use crate::{
-    backend::Grant,
+    backend::{self, Grant},
     clock::Moment,
     core::Core,
     error::{Error, ErrorKind, Result},
@@ -254,6 +254,9 @@ async fn try_acquire(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>
         Some(lease) => (lease, false),
         None => (core.config.default_lease, true),
     };
+    if core.backend.plain_locks_only() && !hold.is_plain_lock() {
+        return Err(backend::unsupported(core.backend.kind(), hold));
+    }
     let lease = core.backend.lease_for(lease);
     let token = new_token();
     let sent_at = Moment::now();

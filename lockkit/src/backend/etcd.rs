@@ -512,6 +512,10 @@ impl Backend for Etcd {
         BackendKind::Etcd
     }
 
+    fn plain_locks_only(&self) -> bool {
+        true
+    }
+
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             self.bounded("a status request", self.client.maintenance_client().status()).await?;
@@ -528,12 +532,7 @@ impl Backend for Etcd {
     ) -> BoxFuture<'a, Result<Grant>> {
         // Cancel safety comes from `leave` (see the module docs): the acquire loop runs it in the
         // background whenever an acquire ends without a grant, dropped or not.
-        Box::pin(async move {
-            if !hold.is_plain_lock() {
-                return Err(super::unsupported(BackendKind::Etcd, hold));
-            }
-            self.attempt(hold, token, lease).await
-        })
+        Box::pin(async move { self.attempt(hold, token, lease).await })
     }
 
     fn release<'a>(&'a self, _hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {

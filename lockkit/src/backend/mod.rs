@@ -164,6 +164,13 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// The wake-up hub that tells waiters about releases.
     fn wake(&self) -> &WakeHub;
 
+    /// Whether only plain locks run here (no reentrant, fair, read-write, semaphore or lock-delay
+    /// primitives): the acquire path then refuses the others before asking the backend. The
+    /// default (Redis) runs them all.
+    fn plain_locks_only(&self) -> bool {
+        false
+    }
+
     /// The lease a grant gets when `requested` is asked for: at most what the servers can vouch
     /// for (a ZooKeeper lock lives as long as its session, so at most the negotiated session
     /// timeout). The default grants what was asked.
@@ -190,7 +197,6 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
 }
 
 /// The error of a primitive the backend cannot keep.
-#[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
 pub(crate) fn unsupported(backend: BackendKind, hold: &Hold) -> crate::error::Error {
     crate::error::Error::new(
         crate::ErrorKind::Config,

@@ -659,6 +659,10 @@ impl Backend for ZooKeeper {
         BackendKind::ZooKeeper
     }
 
+    fn plain_locks_only(&self) -> bool {
+        true
+    }
+
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.bounded("a ping", async {
             let session = self.inner.session().await?;
@@ -678,12 +682,7 @@ impl Backend for ZooKeeper {
         // No undo of its own: a node left by a dropped or failed attempt is found again by the
         // next attempt of the same acquire (by its guid), and the acquire's `leave` deletes it
         // when the acquire gives up or is dropped (see `must_leave`).
-        Box::pin(async move {
-            if !hold.is_plain_lock() {
-                return Err(super::unsupported(self.kind(), hold));
-            }
-            self.bounded("an acquire", self.inner.attempt(hold, token, lease)).await
-        })
+        Box::pin(async move { self.bounded("an acquire", self.inner.attempt(hold, token, lease)).await })
     }
 
     fn release<'a>(&'a self, _hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {

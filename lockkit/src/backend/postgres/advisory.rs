@@ -18,7 +18,7 @@ use tokio_postgres::{Client, types::Type};
 use super::{Names, Server, Shared, bounded};
 use crate::{
     Fence, LockInfo,
-    backend::{self, Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
+    backend::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
     core::Jobs,
     error::{Error, ErrorKind, Result},
     hold::Hold,
@@ -184,6 +184,10 @@ impl Backend for PgAdvisory {
         BackendKind::PostgresAdvisory
     }
 
+    fn plain_locks_only(&self) -> bool {
+        true
+    }
+
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(super::ping(&self.shared))
     }
@@ -196,9 +200,6 @@ impl Backend for PgAdvisory {
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>> {
         Box::pin(async move {
-            if !hold.is_plain_lock() {
-                return Err(backend::unsupported(self.kind(), hold));
-            }
             let name = &hold.keys.name;
             let key = self.shared.names.advisory_key(name);
             let client = self.session().await?;

@@ -9,7 +9,7 @@ use tokio_postgres::types::Type;
 use super::{Names, Shared};
 use crate::{
     Fence, LockInfo,
-    backend::{self, Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
+    backend::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
     core::Jobs,
     error::{Error, ErrorKind, Result},
     hold::Hold,
@@ -114,6 +114,10 @@ impl Backend for PgLease {
         BackendKind::Postgres
     }
 
+    fn plain_locks_only(&self) -> bool {
+        true
+    }
+
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(super::ping(&self.shared))
     }
@@ -126,9 +130,6 @@ impl Backend for PgLease {
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>> {
         Box::pin(async move {
-            if !hold.is_plain_lock() {
-                return Err(backend::unsupported(self.kind(), hold));
-            }
             let pool = &self.shared.pool;
             let lane = pool.checkout().await?;
             let name = &hold.keys.name;

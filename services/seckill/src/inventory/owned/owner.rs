@@ -289,6 +289,7 @@ impl SaleOwner {
 
     /// What a batch must know of each shard it touches.
     pub(crate) fn batch_shards(state: &State, shards: &[ShardId]) -> Vec<BatchShard> {
+        let now = SystemTime::now();
         shards
             .iter()
             .filter_map(|id| {
@@ -296,7 +297,7 @@ impl SaleOwner {
                     shard: *id,
                     fence: s.fence,
                     committed: s.committed,
-                    lease_until: SystemTime::now() + s.guard.remaining(),
+                    lease_until: now + s.guard.remaining(),
                 })
             })
             .collect()
