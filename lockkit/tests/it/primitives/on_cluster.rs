@@ -67,8 +67,9 @@ async fn every_primitive_works_on_a_cluster() {
     assert!(next.fence() > fence);
     next.release().await.unwrap();
 
-    // Multi-lock over names on different masters.
-    let names: Vec<String> = (0..6).map(|_| unique("c-multi")).collect();
+    // Multi-lock over names on different masters: 16 random names all on one of 3 masters has a
+    // chance of 3^-15 (with 6 it was 1 in 243, and a run hit it).
+    let names: Vec<String> = (0..16).map(|_| unique("c-multi")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let all = a.multi(&refs).await.unwrap();
     let mut masters = BTreeSet::new();
