@@ -94,8 +94,8 @@ async fn control_two_names_do_overlap() {
 
 #[tokio::test]
 async fn a_waiter_wakes_on_release_without_polling() {
-    // Nothing but the watch of the holder's key could wake the waiter within a second: the safety
-    // interval is 30 s and the holder's lease (30 s) is renewed.
+    // Nothing but the watch of the holder's key can wake the waiter within its 20 s wait: the
+    // safety interval is 30 s and the holder's lease (30 s) is renewed.
     let url = etcd_url();
     let holder = client().await;
     let waiter = LockClient::builder(&url).wake_safety_interval(Duration::from_secs(30)).connect().await.unwrap();
@@ -108,11 +108,9 @@ async fn a_waiter_wakes_on_release_without_polling() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(contender_keys(&url, &name).len(), 2, "the waiter queues its key behind the holder's");
 
-    let released_at = Instant::now();
     assert!(held.release().await.unwrap());
     let guard = waiting.await.unwrap().expect("woken by the release");
 
-    assert!(released_at.elapsed() < Duration::from_secs(1), "granted {:?} after the release", released_at.elapsed());
     // The first try, the retry right after subscribing, the one after the wake-up.
     assert!(guard.attempts() <= 4, "{} attempts", guard.attempts());
     assert!(guard.release().await.unwrap());
@@ -127,11 +125,10 @@ async fn a_waiter_wakes_when_the_holders_lease_expires() {
     let waiter = LockClient::builder(&url).wake_safety_interval(Duration::from_secs(30)).connect().await.unwrap();
     let name = unique("etcd-expiry");
     let _held = holder.acquire(&name).lease(Duration::from_secs(1)).await.unwrap();
-    let started = Instant::now();
 
+    // The 15 s wait ends before the 30 s safety interval: only the delete can wake the waiter.
     let guard = waiter.lock(&name, Duration::from_secs(15)).await.expect("granted at the holder's expiry");
 
-    assert!(started.elapsed() < Duration::from_secs(8), "granted after {:?}", started.elapsed());
     assert!(guard.release().await.unwrap());
 }
 

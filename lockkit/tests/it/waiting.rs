@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use lockkit::LockClient;
 
-use crate::support::{Proxy, client, redis_url, unique};
+use redis::aio::MultiplexedConnection;
+
+use crate::support::{Proxy, client, eventually, lock_key, raw, redis_url, unique};
 
 #[tokio::test]
 async fn a_waiter_wakes_on_release_without_polling() {
@@ -19,6 +21,10 @@ async fn a_waiter_wakes_on_release_without_polling() {
         let name = name.clone();
         tokio::spawn(async move { waiter_client.lock(&name, Duration::from_secs(20)).await })
     };
+    // The waiter's wait has begun once Redis has its subscription: from then on, hold 700 ms.
+    let (conn, channel) = (raw().await, format!("{}:released", lock_key(&name)));
+    let subscribed = eventually(Duration::from_secs(10), || subscribed(conn.clone(), channel.clone()));
+    assert!(subscribed.await, "the waiter subscribes");
     tokio::time::sleep(Duration::from_millis(700)).await;
 
     held.release().await.unwrap();
@@ -26,7 +32,11 @@ async fn a_waiter_wakes_on_release_without_polling() {
 
     // Round trips: the first try, the retry right after subscribing, the one after the wake-up.
     assert_eq!(guard.attempts(), 3);
-    assert!(guard.waited() >= Duration::from_millis(700));
+    assert!(
+        guard.waited() >= Duration::from_millis(700),
+        "waited {:?}, counted from before it subscribed",
+        guard.waited()
+    );
     guard.release().await.unwrap();
 }
 
@@ -104,4 +114,11 @@ async fn an_unconfirmed_subscription_does_not_stretch_the_wait() {
     assert!(err.is_timeout(), "{err}");
     assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
     assert!(held.release().await.unwrap());
+}
+
+/// Whether anyone is subscribed to `channel` (`PUBSUB NUMSUB`).
+async fn subscribed(mut conn: MultiplexedConnection, channel: String) -> bool {
+    let (_, count): (String, u64) =
+        redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query_async(&mut conn).await.unwrap();
+    count > 0
 }

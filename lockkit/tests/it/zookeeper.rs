@@ -101,26 +101,22 @@ async fn zookeeper_a_parked_waiter_is_woken_by_the_release() {
     tokio::time::timeout(TEST_BOUND, async {
         let url = zookeeper_url();
         let holder = client(&url).await;
-        // A wake-up that never came would leave the waiter asleep for 30 s.
+        // A wake-up that never came would leave the waiter asleep for 30 s, past its 20 s wait.
         let waiter = LockClient::builder(&url).wake_safety_interval(Duration::from_secs(30)).connect().await.unwrap();
         let name = unique("zk-wake");
         let guard = holder.try_lock(&name).await.unwrap().expect("free");
         let parked = {
             let (waiter, name) = (waiter.clone(), name.clone());
-            tokio::spawn(async move {
-                let guard = waiter.lock(&name, Duration::from_secs(40)).await.unwrap();
-                (Instant::now(), guard)
-            })
+            tokio::spawn(
+                async move { waiter.lock(&name, Duration::from_secs(20)).await.expect("woken by the release") },
+            )
         };
         tokio::time::sleep(Duration::from_millis(800)).await;
         assert!(!parked.is_finished());
 
-        let released_at = Instant::now();
         assert!(guard.release().await.unwrap());
-        let (granted_at, granted) = parked.await.unwrap();
+        let granted = parked.await.unwrap();
 
-        let after = granted_at - released_at;
-        assert!(after < Duration::from_secs(2), "granted {after:?} after the release");
         assert!(granted.attempts() <= 3, "woken, not polling: {} attempts", granted.attempts());
         granted.release().await.unwrap();
     })
@@ -173,11 +169,10 @@ async fn zookeeper_a_deleted_node_is_lost_at_the_next_renewal() {
         let (hosts, chroot) = split_url(&url);
         let operator = zk::Client::connect(&hosts).await.unwrap();
         operator.delete(&format!("{chroot}/{name}/{node}"), None).await.unwrap();
-        let deleted_at = Instant::now();
 
         let cause = tokio::time::timeout(lease, guard.lost()).await.expect("lost() fires");
+        // Gone, not Expired: a renewal found the node missing before the lease ran out.
         assert_eq!(cause, LeaseLoss::Gone);
-        assert!(deleted_at.elapsed() <= lease / 3 + Duration::from_millis(500));
         assert!(!guard.release().await.unwrap());
     })
     .await
@@ -390,11 +385,10 @@ async fn zookeeper_kazoo_and_lockkit_exclude_each_other() {
         let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
         let first = tokio::task::spawn_blocking(move || (lines.next(), lines)).await.unwrap();
         assert_eq!(first.0.unwrap().unwrap(), "held");
-        let held_at = Instant::now();
         let refused = client.lock(&name, Duration::from_millis(300)).await.unwrap_err();
         assert!(refused.is_timeout(), "{refused}");
         let ours = client.lock(&name, Duration::from_secs(20)).await.unwrap();
-        assert!(held_at.elapsed() >= Duration::from_millis(1200), "granted while kazoo held it");
+        assert_eq!(children(&url, &name).await.len(), 1, "granted while kazoo's node was still there");
         let mut lines = first.1;
         assert_eq!(lines.next().unwrap().unwrap(), "released", "granted only after kazoo released");
         assert!(holder.wait().unwrap().success());

@@ -181,7 +181,7 @@ async fn a_read_write_lock_shows_its_readers_and_a_waiting_writer() {
 async fn a_crashed_holder_shows_the_lock_delay_left() {
     let client = client().await;
     let name = unique("inspect-delay");
-    let delay = Duration::from_secs(5);
+    let delay = Duration::from_secs(30);
     std::mem::forget(client.acquire(&name).lease(Duration::from_millis(200)).lock_delay(delay).await.unwrap());
     let key = lock_key(&name);
     let expired = eventually(Duration::from_secs(5), || {
@@ -195,5 +195,5 @@ async fn a_crashed_holder_shows_the_lock_delay_left() {
     assert_eq!(info.kind, LockKind::Plain);
     assert!(!info.held && info.holders.is_empty());
     let left = info.delay.expect("the delay left");
-    assert!(left > Duration::from_secs(3) && left <= delay, "{left:?}");
+    assert!(left > Duration::from_secs(20) && left <= delay, "{left:?}");
 }
