@@ -26,7 +26,7 @@ use hints::Hints;
 use owned::{OwnedAttempt, OwnedShards};
 use planner::Planned;
 use shard_locks::ShardLocks;
-use strategies::{Attempt, BuyError, Ctx};
+use strategies::{Attempt, BuyError, Ctx, Strategy};
 
 use crate::{
     domain::Sale,
@@ -243,6 +243,27 @@ impl Inventory {
             let fencing = sale.spec.strategy.owned_fencing().unwrap_or(Fencing::Fenced);
             return self.buy_owned(sale.clone(), fencing, request, deadline).await;
         };
+        // A per-request strategy writes once, last, in one transaction: when the pool had no
+        // connection free in time, nothing of the order was sent, and the answer is `busy`.
+        self.buy_per_request(view, strategy, request, deadline).await.map_err(|e| match e {
+            InventoryError::Store(e) if e.is_saturated() => {
+                tracing::warn!(error = %e, "database saturated");
+                InventoryError::Busy
+            }
+            e => e,
+        })
+    }
+
+    /// The purchase loop of the per-request strategies: plan from the stock hints, attempt, learn
+    /// from a short or contended shard, until sold, refused or past the deadline.
+    async fn buy_per_request(
+        &self,
+        view: &SaleView,
+        strategy: &dyn Strategy,
+        request: &OrderRequest,
+        deadline: Instant,
+    ) -> Result<Purchase, InventoryError> {
+        let sale = &view.sale;
         let db = &self.ctx.db;
         // Read at most once per request (usually already by `sale()`), then kept up to date with
         // what the attempts learn: a contended probe or a short shard needs no new read.

@@ -8,6 +8,10 @@ pub enum StoreError {
     /// resources, or a lock holder's statement or lock timeout. Retrying later may succeed.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// Every connection of the pool stayed in use for its whole wait: the statement was never
+    /// sent. The database is up but saturated; retrying later may succeed.
+    #[error("database saturated: {0}")]
+    Saturated(String),
     /// Anything else: a bug or an unexpected state (the database's own message).
     #[error("database: {0}")]
     Unexpected(String),
@@ -17,9 +21,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the database was away (retry later), as opposed to a bug or a configuration error.
+    /// Whether the database was away or saturated (retry later), as opposed to a bug or a
+    /// configuration error.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable(_))
+        matches!(self, Self::Unavailable(_) | Self::Saturated(_))
+    }
+
+    /// Whether nothing was sent because no connection came free in time.
+    pub fn is_saturated(&self) -> bool {
+        matches!(self, Self::Saturated(_))
     }
 }
 
@@ -43,6 +53,11 @@ impl From<tokio_postgres::Error> for StoreError {
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        Self::Unavailable(format!("no database connection: {e}"))
+        match e {
+            deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
+                Self::Saturated(format!("no connection came free: {e}"))
+            }
+            e => Self::Unavailable(format!("no database connection: {e}")),
+        }
     }
 }

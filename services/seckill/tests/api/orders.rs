@@ -131,6 +131,41 @@ async fn waiting_past_the_deadline_is_503_busy_with_retry_after() {
     assert_eq!(app.audit(&sku).await["sold"], 1);
 }
 
+/// No database connection free within the pool's wait: the order was never sent, so the answer
+/// is `503 busy` (nothing done, retry), not `unavailable` (done or not, unknown).
+#[tokio::test]
+async fn a_saturated_database_pool_is_503_busy_and_sells_nothing() {
+    let mut settings = test_settings();
+    settings.db_pool_size = 1;
+    let app = spawn_app_with(settings).await;
+    let sku = app.create_sale(sale_body(10, 1, "db-pessimistic")).await;
+    assert_eq!(app.order(&sku, "erin", 1, None).await.status(), StatusCode::CREATED, "warms the sale's caches");
+    // Another session holds the shard's row: the first order takes the pool's one connection and
+    // waits on that row lock, so the second finds no connection free.
+    let mut other = db().await;
+    let row_lock = other.transaction().await.unwrap();
+    row_lock.execute("SELECT 1 FROM shards WHERE sku = $1 FOR UPDATE", &[&sku]).await.unwrap();
+    let first = {
+        let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
+        tokio::spawn(async move { http.post(url).json(&json!({"user_id": "frank", "quantity": 1})).send().await.unwrap() })
+    };
+    let observer = db().await;
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'";
+    while observer.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let second = app.order(&sku, "grace", 1, None).await;
+
+    assert_eq!(second.headers().get("Retry-After").map(|v| v.to_str().unwrap()), Some("1"));
+    assert_error(second, StatusCode::SERVICE_UNAVAILABLE, "busy").await;
+    row_lock.rollback().await.unwrap();
+    assert_eq!(first.await.unwrap().status(), StatusCode::CREATED);
+    let audit = app.audit(&sku).await;
+    assert_eq!((audit["sold"].as_i64(), audit["consistent"].as_bool()), (Some(2), Some(true)), "{audit}");
+    assert_eq!(stored_order_ids(&sku).await.len(), 2, "erin's and frank's orders, none for grace");
+}
+
 pub(crate) fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390".into())
 }
