@@ -61,6 +61,10 @@ pub struct Settings {
     /// large (`SECKILL_BATCH_LINGER_MS`; 0 commits at once).
     #[serde(with = "millis")]
     pub batch_linger: Duration,
+    /// Whether an owner starts a batch only while its lease outlasts the write bound
+    /// (`SECKILL_OWNER_LEASE_MARGIN`, default true), so no write of its lands after the lease.
+    /// `false` is a test control: the fence alone then keeps late writes out.
+    pub owner_lease_margin: bool,
     /// An owned shard unused this long is handed back (`SECKILL_IDLE_RELEASE_MS`).
     #[serde(with = "millis")]
     pub idle_release: Duration,
@@ -128,6 +132,7 @@ impl Default for Settings {
             owner_write_timeout: Duration::ZERO,
             idle_release: Duration::from_millis(500),
             batch_linger: Duration::from_millis(5),
+            owner_lease_margin: true,
             db_pool_size: 16,
             db_critical_pool_size: 32,
             workers: 0,
@@ -203,6 +208,9 @@ impl Settings {
         }
         if let Some(v) = var("SECKILL_BATCH_LINGER_MS") {
             self.batch_linger = Duration::from_millis(parse("SECKILL_BATCH_LINGER_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_OWNER_LEASE_MARGIN") {
+            self.owner_lease_margin = parse("SECKILL_OWNER_LEASE_MARGIN", &v)?;
         }
         if let Some(v) = var("SECKILL_IDLE_RELEASE_MS") {
             self.idle_release = Duration::from_millis(parse("SECKILL_IDLE_RELEASE_MS", &v)?);

@@ -12,7 +12,7 @@ use crate::{
         Inventory,
         gate::{Gate, GateSettings},
         hints::Hints,
-        owned::{OwnedShards, PlacementSettings},
+        owned::{BatchSettings, OwnedShards, PlacementSettings},
         shard_locks::ShardLocks,
     },
     routes::{self, AdminToken, AuditGate},
@@ -97,7 +97,8 @@ impl Application {
             tracing::warn!(?failpoint, "a test-only failpoint is enabled: this instance will fail on purpose");
         }
         let gate = Arc::new(Gate::new(gate_settings, redis_client, redis.clone(), db.clone()));
-        let owned = OwnedShards::start(placement, settings.batch_linger, db.clone(), shard_locks.clone(), hints.clone(), redis);
+        let batches = BatchSettings { linger: settings.batch_linger, lease_margin: settings.owner_lease_margin };
+        let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);
         let inventory = web::Data::new(Inventory::new(
             db,
             hints,

@@ -353,3 +353,61 @@ async fn instances_take_over_from_one_whose_database_is_blackholed() {
     let stored = crate::orders::stored_order_ids(&sku).await;
     assert!(acknowledged.iter().all(|id| stored.contains(id)), "acknowledged orders are stored");
 }
+
+/// An owner whose lock server went silent while its database is slow. Its lease is left to run
+/// out; with less left than the database delay, an order arrives. With the lease margin the owner
+/// does not start that batch, so nothing of its lands after its lease; the control
+/// (`SECKILL_OWNER_LEASE_MARGIN=false`) writes it anyway, and the write lands after the lease
+/// (the fence lets it through: nobody else claimed the shard). Returns such late writes.
+async fn writes_after_the_lease(lease_margin: bool) -> i64 {
+    let database = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg_addr()).await.unwrap();
+    let locks = FaultProxy::start("127.0.0.1:0".parse().unwrap(), redis_addr()).await.unwrap();
+    let mut settings = owner_settings();
+    settings.database_url = Secret::new(format!("postgres://seckill@{}/seckill", database.addr()));
+    settings.lock_url = Secret::new(format!("redis://{}", locks.addr()));
+    settings.owner_lease_margin = lease_margin;
+    settings.idle_release = Duration::from_secs(60);
+    let app = spawn_app_with(settings).await;
+    let sku = app.create_sale(sale(20, 1, "owned-shards")).await;
+    assert_eq!(buy(&app, &sku, "first").await.0, StatusCode::CREATED);
+
+    let delay = Duration::from_millis(250);
+    database.set_mode(Mode::DelayRequests(delay));
+    locks.set_mode(Mode::Blackhole);
+    // Redis' expiry bounds the owner's own deadline (measured from before each renewal was sent).
+    let mut redis = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let key = format!("{{lockkit:seckill:{sku}:0}}");
+    let short = eventually(async || {
+        let left: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut redis).await.unwrap();
+        (0..200).contains(&left)
+    });
+    assert!(short.await, "the lease runs down without renewals");
+    let late = app.order(&sku, "late", 1, None).await.status();
+    assert!(late == StatusCode::CREATED || late == StatusCode::SERVICE_UNAVAILABLE, "{late}");
+
+    // Whatever was sent has reached PostgreSQL well before this.
+    database.set_mode(Mode::Pass);
+    tokio::time::sleep(delay * 4).await;
+    let late_writes = "SELECT count(*) FROM order_parts p JOIN orders o ON o.id = p.order_id
+                       WHERE p.sku = $1 AND o.written_at > p.lease_until";
+    db().await.query_one(late_writes, &[&sku]).await.unwrap().get(0)
+}
+
+fn redis_addr() -> std::net::SocketAddr {
+    let client = redis::Client::open(redis_url()).unwrap();
+    match client.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}").parse().unwrap(),
+        other => panic!("tests need Redis over plain TCP, not {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_owner_starts_no_write_that_could_outlast_its_lease() {
+    assert_eq!(writes_after_the_lease(true).await, 0);
+}
+
+/// The control: the same fault without the lease margin writes after the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_without_the_lease_margin_writes_after_the_lease() {
+    assert!(writes_after_the_lease(false).await > 0);
+}

@@ -21,42 +21,68 @@ pub(crate) struct BatchContext {
     /// Bound of one batch commit (below the lease).
     pub(crate) bound: Duration,
     pub(crate) surrenders: Surrenders,
+    pub(crate) settings: BatchSettings,
+}
+
+/// How batches are formed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchSettings {
     /// How long a batch waits for more orders unless [`BATCH_FULL`] are already pending.
     pub(crate) linger: Duration,
+    /// Whether a batch starts only on shards whose lease outlasts the write bound (off: the
+    /// control that leaves late writes to the fence alone).
+    pub(crate) lease_margin: bool,
 }
 
 /// Orders that make a batch worth committing without lingering.
 const BATCH_FULL: usize = 64;
 
+/// How often orders held back for a short lease look again whether the watchdog renewed it.
+const HELD_RECHECK: Duration = Duration::from_millis(10);
+
 /// Starts the batcher of `owner`; it ends when the owner stops.
 pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
     tokio::spawn(async move {
+        let mut held = false;
         loop {
             tokio::select! {
                 () = owner.work.notified() => {}
+                () = tokio::time::sleep(HELD_RECHECK), if held => {}
                 () = owner.stopped.cancelled() => return,
             }
             loop {
                 // Linger a moment unless a full batch is already waiting: a few more orders per
                 // commit for a couple of milliseconds of latency (PostgreSQL's fsync, not our
                 // CPU, is what a commit costs).
-                if !ctx.linger.is_zero() && owner.pending_orders() < BATCH_FULL {
-                    tokio::time::sleep(ctx.linger).await;
+                if !ctx.settings.linger.is_zero() && owner.pending_orders() < BATCH_FULL {
+                    tokio::time::sleep(ctx.settings.linger).await;
                 }
-                let Some(batch) = take_batch(&owner) else { break };
+                let margin = if ctx.settings.lease_margin { ctx.bound } else { Duration::ZERO };
+                let Some(batch) = take_batch(&owner, margin) else { break };
                 commit(&owner, &ctx, batch).await;
             }
+            held = owner.pending_orders() > 0;
         }
     });
 }
 
-/// Everything pending, minus orders on shards no longer owned (or whose lease is lost), which
-/// are sent back for a retry. `None` when nothing is left.
-fn take_batch(owner: &SaleOwner) -> Option<Vec<Pending>> {
+/// Everything pending that can be written now. Orders on shards no longer owned (or whose lease
+/// is lost) are sent back for a retry. Orders on a shard whose lease has less than `margin` left
+/// (the most a write may take) stay pending, reserved, until the watchdog renews the lease or it
+/// is lost: a write is never started that could land after its owner's lease. `None` when
+/// nothing can be written.
+fn take_batch(owner: &SaleOwner, margin: Duration) -> Option<Vec<Pending>> {
     let mut state = owner.state.lock().unwrap();
     let pending = std::mem::take(&mut state.pending);
-    let unusable: Vec<ShardId> =
-        pending.iter().flat_map(|o| o.parts.iter().map(|(s, _)| *s)).filter(|s| state.shards.get(s).is_none_or(|o| o.is_lost())).collect();
+    let shards_of = |o: &Pending| o.parts.iter().map(|(s, _)| *s).collect::<Vec<_>>();
+    let unusable: Vec<ShardId> = pending.iter().flat_map(shards_of).filter(|s| state.shards.get(s).is_none_or(|o| o.is_lost())).collect();
+    let short: Vec<ShardId> =
+        pending.iter().flat_map(shards_of).filter(|s| state.shards.get(s).is_some_and(|o| !o.outlasts(margin))).collect();
+    let (held, pending): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| {
+        let shards = shards_of(o);
+        shards.iter().any(|s| short.contains(s)) && !shards.iter().any(|s| unusable.contains(s))
+    });
+    state.pending = held;
     drop(state);
     if !unusable.is_empty() {
         // Lost leases are noticed here even before the watchdog or the loss watcher ran.

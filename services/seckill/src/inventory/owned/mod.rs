@@ -33,12 +33,12 @@ use redis::aio::ConnectionManager;
 use tokio_util::sync::CancellationToken;
 
 pub use self::owner::OwnedShardView;
-pub(crate) use self::placement::PlacementSettings;
 use self::{
     batcher::BatchContext,
     owner::{Decided, SaleOwner},
     placement::{Placement, Taken},
 };
+pub(crate) use self::{batcher::BatchSettings, placement::PlacementSettings};
 use super::{hints::Hints, shard_locks::ShardLocks, strategies::BuyError};
 use crate::{
     domain::Sale,
@@ -68,11 +68,11 @@ pub struct OwnedShards {
 }
 
 impl OwnedShards {
-    /// Starts ownership for this instance, with its background rebalancing and heartbeat;
-    /// batches wait up to `batch_linger` for more orders.
+    /// Starts ownership for this instance, with its background rebalancing and heartbeat, and
+    /// its batches formed by `batches`.
     pub(crate) fn start(
         settings: PlacementSettings,
-        batch_linger: Duration,
+        batches: BatchSettings,
         db: Db,
         locks: ShardLocks,
         hints: Hints,
@@ -81,7 +81,7 @@ impl OwnedShards {
         let write_bound = settings.write_bound;
         let interval = settings.interval;
         let placement = Placement::new(settings, db.clone(), locks, hints, redis);
-        let batch = BatchContext { db, bound: write_bound, surrenders: placement.surrenders().clone(), linger: batch_linger };
+        let batch = BatchContext { db, bound: write_bound, surrenders: placement.surrenders().clone(), settings: batches };
         let owned = Arc::new(Self { placement, batch, owners: Mutex::default(), stop: CancellationToken::new() });
         tokio::spawn(rebalance_loop(Arc::downgrade(&owned), owned.stop.clone(), interval));
         owned

@@ -11,7 +11,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Instant, SystemTime},
+    time::{Duration, Instant, SystemTime},
 };
 
 use lockkit::{Fence, LockGuard};
@@ -87,6 +87,12 @@ impl OwnedShard {
     /// Whether the lease is lost (the local deadline passed, or the watchdog was told so).
     pub(crate) fn is_lost(&self) -> bool {
         self.guard.is_lost()
+    }
+
+    /// Whether the lease is known to last at least `write` more: a write bounded by `write` and
+    /// started now ends (lands or is cut off) while this instance still owns the shard.
+    pub(crate) fn outlasts(&self, write: Duration) -> bool {
+        self.guard.remaining() >= write
     }
 }
 
