@@ -7,12 +7,14 @@
 //! whose write failed. A claimed entry that was in fact written lands once (its reference is
 //! unique), so the queue is processed exactly once in effect.
 //!
-//! Bounded: at most [`BATCH`] entries in memory per read, a read blocks at most [`BLOCK`], and
-//! the loop checks its stop token between reads, so shutdown waits for at most one batch.
+//! Bounded: at most [`BATCH`] entries in memory per read, a read blocks at most until the next
+//! claim is due, and the loop checks its stop token between reads, so shutdown waits for at most
+//! one read and one batch. An idle writer (a sale sold out or not yet selling) costs Redis two
+//! commands per `claim_interval`: one read that waits, one claim.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use redis::{RedisError, Value, aio::MultiplexedConnection};
+use redis::{AsyncConnectionConfig, RedisError, Value, aio::MultiplexedConnection};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -28,8 +30,11 @@ use crate::{
 /// Most entries read (and written in one transaction) at once.
 pub const BATCH: usize = 256;
 
-/// Longest a read waits for new entries before the loop looks at its stop token and its claims.
-pub const BLOCK: Duration = Duration::from_millis(100);
+/// Shortest wait of a read for new entries (Redis reads `BLOCK 0` as "forever").
+const MIN_BLOCK: Duration = Duration::from_millis(1);
+
+/// How long an answer may take beyond a read's own wait before the connection counts as broken.
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
 
 /// What a writer needs.
 #[derive(Clone)]
@@ -57,7 +62,9 @@ pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
     let mut last_claim: Option<tokio::time::Instant> = None;
     while !stop.is_cancelled() {
         let Some(live) = conn.as_mut() else {
-            match ctx.client.get_multiplexed_async_connection().await {
+            // A read waits up to `claim_interval` by design: only what goes beyond is a timeout.
+            let config = AsyncConnectionConfig::new().set_response_timeout(Some(ctx.claim_interval + ANSWER_GRACE));
+            match ctx.client.get_multiplexed_async_connection_with_config(&config).await {
                 Ok(fresh) => {
                     conn = Some(fresh);
                     // A restarted Redis has neither the stream nor the group.
@@ -86,12 +93,12 @@ pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
                 }
             }
         }
-        let claim_due = last_claim.is_none_or(|at| at.elapsed() >= ctx.claim_interval);
-        let read = if claim_due {
+        let until_claim = last_claim.map_or(Duration::ZERO, |at| ctx.claim_interval.saturating_sub(at.elapsed()));
+        let read = if until_claim.is_zero() {
             last_claim = Some(tokio::time::Instant::now());
             autoclaim(live, &keys, &ctx).await
         } else {
-            read_new(live, &keys, &ctx).await
+            read_new(live, &keys, &ctx, until_claim.max(MIN_BLOCK)).await
         };
         match read {
             Ok(entries) if entries.is_empty() => {}
@@ -125,7 +132,13 @@ async fn create_group(conn: &mut MultiplexedConnection, keys: &GateKeys) -> Resu
     }
 }
 
-async fn read_new(conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &WriterContext) -> Result<Vec<RawEntry>, RedisError> {
+/// Reads new entries, waiting up to `block` for the first: it returns as soon as one arrives.
+async fn read_new(
+    conn: &mut MultiplexedConnection,
+    keys: &GateKeys,
+    ctx: &WriterContext,
+    block: Duration,
+) -> Result<Vec<RawEntry>, RedisError> {
     let reply: Option<Vec<(String, Vec<RawEntry>)>> = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(GROUP)
@@ -133,7 +146,7 @@ async fn read_new(conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &Write
         .arg("COUNT")
         .arg(BATCH)
         .arg("BLOCK")
-        .arg(BLOCK.as_millis() as u64)
+        .arg(block.as_millis() as u64)
         .arg("STREAMS")
         .arg(&keys.stream)
         .arg(">")
