@@ -1,17 +1,21 @@
 //! Faults on instance `b`'s link to PostgreSQL, through the suite's [`FaultProxy`]: `b` reaches
-//! the database only through it, `a` directly. Each round blackholes the link (nothing crosses,
-//! nothing is reset: bytes wait as behind a cut cable) for longer than `b`'s lease, then heals it,
-//! which delivers what was held, late.
+//! the database only through it, `a` directly. Each round holds the link for longer than `b`'s
+//! lease (nothing is reset: bytes wait as behind a slow or cut cable), then heals it, which
+//! delivers what was held, late.
 //!
-//! - `pg-delay`: Kleppmann's delayed packet against `owned-shards`. `b`'s batch is already on the
-//!   wire when the link goes dark; `b` gives its shards up when the batch does not answer, `a`
-//!   takes them over and sells, and then the held batch reaches PostgreSQL. Its stock write
-//!   carries `b`'s old fence and must be refused (a fence rejection is counted).
+//! - `pg-delay`: Kleppmann's delayed packet against `owned-shards`. What `b` sends is held back
+//!   for the fault's length while answers still pass: a batch already on its way is answered,
+//!   the next one is held. `b` gives its shards up when that batch does not answer, `a` takes them
+//!   over and sells, and then the held batch reaches PostgreSQL. Its stock write carries `b`'s old
+//!   fence and must be refused (a fence rejection is counted). (A blackhole would hold the answer
+//!   of a batch that PostgreSQL had already committed in time as often as a request: a round that
+//!   catches an answer shows nothing.)
 //! - `pg-delay-control`: the same against `owned-unfenced`, whose batch write lacks the fence
 //!   predicate: the late absolute stock value lands over `a`'s sales, and the checker must see the
 //!   oversell, or the suite fails.
-//! - `pg-blackhole`: the same fault, judged on availability: `a` keeps selling while `b` is cut
-//!   off (it takes `b`'s shards within about a lease), no 5xx but 503, nothing lost.
+//! - `pg-blackhole`: the link blackholed both ways, judged on availability: `a` keeps selling
+//!   while `b` is cut off (it takes `b`'s shards within about a lease), no 5xx but 503, nothing
+//!   lost.
 //!
 //! The sales have one shard, which both instances want: it changes hands in turns, so `a` is
 //! there to take it over whenever `b` lets it go. With twenty shards each instance would sell
@@ -102,7 +106,7 @@ impl FaultPlan for PgLink {
     fn description(&self) -> &'static str {
         match self.judged {
             Judged::Delay => {
-                "Hold b's PostgreSQL traffic (fault proxy, blackhole) past its lease with a batch on the wire; a takes the shards over and sells; then deliver the held bytes. The late batch must be refused by the fence."
+                "Hold b's PostgreSQL requests back (fault proxy; answers pass) past its lease, so its next batch stays on the wire; a takes the shards over and sells; then deliver the held bytes. The late batch must be refused by the fence."
             }
             Judged::DelayControl => {
                 "pg-delay against owned-unfenced (no fence predicate on the batch write): the late batch overwrites a's sales, and the checker must detect the oversell, or the suite fails."
@@ -160,11 +164,19 @@ impl FaultPlan for PgLink {
             {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
+            if self.judged == Judged::Blackhole {
+                let action = format!(
+                    "blackhole {name} <-> postgres for {} ms, then deliver",
+                    length.as_millis()
+                );
+                return run.blackhole(proxy, action, TARGET, length).await;
+            }
             let action = format!(
-                "blackhole {name} <-> postgres for {} ms, then deliver",
+                "hold {name} -> postgres requests for {} ms (answers pass), then deliver",
                 length.as_millis()
             );
-            run.blackhole(proxy, action, TARGET, length).await
+            let held = Mode::DelayRequests(length);
+            run.link_fault(proxy, held, action, TARGET, length).await
         };
         // The control stops at the first detection: its sale is small and soon sold out.
         if self.judged == Judged::DelayControl {
