@@ -145,13 +145,18 @@ async fn a_saturated_database_pool_is_503_busy_and_sells_nothing() {
     let mut other = db().await;
     let row_lock = other.transaction().await.unwrap();
     row_lock.execute("SELECT 1 FROM shards WHERE sku = $1 FOR UPDATE", &[&sku]).await.unwrap();
+    let holder: i32 = row_lock.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
     let first = {
         let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
         tokio::spawn(async move { http.post(url).json(&json!({"user_id": "frank", "quantity": 1})).send().await.unwrap() })
     };
     let observer = db().await;
-    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'";
-    while observer.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+    // Blocked by this session, not by another test's.
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))";
+    let mut tries = 0;
+    while observer.query_one(waiting, &[&holder]).await.unwrap().get::<_, i64>(0) == 0 {
+        tries += 1;
+        assert!(tries < 1000, "the first order never waited on the row");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
