@@ -43,6 +43,7 @@ const HELD_RECHECK: Duration = Duration::from_millis(10);
 /// Starts the batcher of `owner`; it ends when the owner stops.
 pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
     tokio::spawn(async move {
+        let margin = if ctx.settings.lease_margin { ctx.bound } else { Duration::ZERO };
         let mut held = false;
         loop {
             tokio::select! {
@@ -57,7 +58,6 @@ pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
                 if !ctx.settings.linger.is_zero() && owner.pending_orders() < BATCH_FULL {
                     tokio::time::sleep(ctx.settings.linger).await;
                 }
-                let margin = if ctx.settings.lease_margin { ctx.bound } else { Duration::ZERO };
                 let Some(batch) = take_batch(&owner, margin) else { break };
                 commit(&owner, &ctx, batch).await;
             }
@@ -74,22 +74,25 @@ pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
 fn take_batch(owner: &SaleOwner, margin: Duration) -> Option<Vec<Pending>> {
     let mut state = owner.state.lock().unwrap();
     let pending = std::mem::take(&mut state.pending);
-    let shards_of = |o: &Pending| o.parts.iter().map(|(s, _)| *s).collect::<Vec<_>>();
-    let unusable: Vec<ShardId> = pending.iter().flat_map(shards_of).filter(|s| state.shards.get(s).is_none_or(|o| o.is_lost())).collect();
-    let short: Vec<ShardId> =
-        pending.iter().flat_map(shards_of).filter(|s| state.shards.get(s).is_some_and(|o| !o.outlasts(margin))).collect();
-    let (held, pending): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| {
-        let shards = shards_of(o);
-        shards.iter().any(|s| short.contains(s)) && !shards.iter().any(|s| unusable.contains(s))
-    });
+    // Each shard looked at once: gone (not owned, or its lease lost), short of lease, or usable.
+    let (mut unusable, mut short) = (Vec::new(), Vec::new());
+    for shard in touched(&pending) {
+        match state.shards.get(&shard) {
+            Some(owned) if owned.is_lost() => unusable.push(shard),
+            Some(owned) if !owned.outlasts(margin) => short.push(shard),
+            Some(_) => {}
+            None => unusable.push(shard),
+        }
+    }
+    let on = |order: &Pending, shards: &[ShardId]| order.parts.iter().any(|(s, _)| shards.contains(s));
+    let (held, pending): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &short) && !on(o, &unusable));
     state.pending = held;
     drop(state);
     if !unusable.is_empty() {
         // Lost leases are noticed here even before the watchdog or the loss watcher ran.
         owner.forget(&unusable);
     }
-    let (batch, retry): (Vec<Pending>, Vec<Pending>) =
-        pending.into_iter().partition(|o| o.parts.iter().all(|(s, _)| !unusable.contains(s)));
+    let (retry, batch): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &unusable));
     for order in retry {
         owner.give_back(&order);
         let _ = order.reply.send(Decided::Retry);
@@ -97,11 +100,17 @@ fn take_batch(owner: &SaleOwner, margin: Duration) -> Option<Vec<Pending>> {
     (!batch.is_empty()).then_some(batch)
 }
 
+/// The shards `orders` take units from, each once, ascending.
+fn touched(orders: &[Pending]) -> Vec<ShardId> {
+    let mut shards: Vec<ShardId> = orders.iter().flat_map(|o| o.parts.iter().map(|(s, _)| *s)).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    shards
+}
+
 async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>) {
     let sale = &owner.sale;
-    let mut touched: Vec<ShardId> = batch.iter().flat_map(|o| o.parts.iter().map(|(s, _)| *s)).collect();
-    touched.sort_unstable();
-    touched.dedup();
+    let touched = touched(&batch);
     let shards = SaleOwner::batch_shards(&owner.state.lock().unwrap(), &touched);
     let orders: Vec<BatchOrder<'_>> = batch.iter().map(|o| BatchOrder { request: &o.request, parts: &o.parts }).collect();
     metrics::histogram!("seckill_batch_orders").record(orders.len() as f64);
