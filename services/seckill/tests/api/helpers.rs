@@ -96,6 +96,17 @@ pub(crate) async fn assert_error(response: Response, status: StatusCode, code: &
     body
 }
 
+/// Polls `check` every 20 ms for up to 10 s; true as soon as it holds.
+pub(crate) async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..500 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    false
+}
+
 /// A direct PostgreSQL connection, for what only the database can tell.
 pub(crate) async fn db() -> tokio_postgres::Client {
     let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://seckill@127.0.0.1:5440/seckill".into());

@@ -4,7 +4,7 @@ use lockkit::LockClient;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{assert_error, db, sale_body, spawn_app, spawn_app_with, test_settings};
+use crate::helpers::{assert_error, db, eventually, sale_body, spawn_app, spawn_app_with, test_settings};
 
 #[tokio::test]
 async fn an_order_is_created_and_a_replay_returns_it_without_a_second_order() {
@@ -153,12 +153,8 @@ async fn a_saturated_database_pool_is_503_busy_and_sells_nothing() {
     let observer = db().await;
     // Blocked by this session, not by another test's.
     let waiting = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))";
-    let mut tries = 0;
-    while observer.query_one(waiting, &[&holder]).await.unwrap().get::<_, i64>(0) == 0 {
-        tries += 1;
-        assert!(tries < 1000, "the first order never waited on the row");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let blocked = eventually(async || observer.query_one(waiting, &[&holder]).await.unwrap().get::<_, i64>(0) > 0);
+    assert!(blocked.await, "the first order never waited on the row");
 
     let second = app.order(&sku, "grace", 1, None).await;
 

@@ -9,7 +9,7 @@ use seckill::config::{Secret, Settings};
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{TestApp, db, spawn_app_with, test_settings},
+    helpers::{TestApp, db, eventually, spawn_app_with, test_settings},
     orders::redis_url,
 };
 
@@ -56,16 +56,6 @@ async fn buy_until_sold_out(app: &TestApp, sku: &str, label: &str) -> u32 {
 async fn owned_fences(app: &TestApp, sku: &str) -> Vec<i64> {
     let (_, body) = app.get_json(&format!("/v1/sales/{sku}/owners")).await;
     body["shards"].as_array().unwrap().iter().map(|s| s["fence"].as_i64().unwrap()).collect()
-}
-
-async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
-    for _ in 0..500 {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 fn assert_exact(audit: &Value, total: u32) {
