@@ -57,10 +57,15 @@ pub struct Settings {
     /// [`owner_write_bound`](Self::owner_write_bound).
     #[serde(with = "millis")]
     pub owner_write_timeout: Duration,
-    /// How long an owner's batch waits for more orders before committing, unless it is already
-    /// large (`SECKILL_BATCH_LINGER_MS`; 0 commits at once).
+    /// The longest an owner's batch waits for more orders before committing
+    /// (`SECKILL_BATCH_LINGER_MS`; 0 commits at once). It waits only while orders arrive faster
+    /// than that, and stops as soon as a full batch is pending: a lone order waits for nothing.
     #[serde(with = "millis")]
     pub batch_linger: Duration,
+    /// Whether a batch takes its users and idempotency keys in ascending order
+    /// (`SECKILL_BATCH_SORTED_LOCKS`, default true), so that two instances' batches that want the
+    /// same rows queue instead of deadlocking. `false` is a test control: arrival order.
+    pub batch_sorted_locks: bool,
     /// Whether an owner starts a batch only while its lease outlasts the write bound
     /// (`SECKILL_OWNER_LEASE_MARGIN`, default true), so no write of its lands after the lease.
     /// `false` is a test control: the fence alone then keeps late writes out.
@@ -133,6 +138,7 @@ impl Default for Settings {
             idle_release: Duration::from_millis(500),
             batch_linger: Duration::from_millis(5),
             owner_lease_margin: true,
+            batch_sorted_locks: true,
             db_pool_size: 16,
             db_critical_pool_size: 32,
             workers: 0,
@@ -208,6 +214,9 @@ impl Settings {
         }
         if let Some(v) = var("SECKILL_BATCH_LINGER_MS") {
             self.batch_linger = Duration::from_millis(parse("SECKILL_BATCH_LINGER_MS", &v)?);
+        }
+        if let Some(v) = var("SECKILL_BATCH_SORTED_LOCKS") {
+            self.batch_sorted_locks = parse("SECKILL_BATCH_SORTED_LOCKS", &v)?;
         }
         if let Some(v) = var("SECKILL_OWNER_LEASE_MARGIN") {
             self.owner_lease_margin = parse("SECKILL_OWNER_LEASE_MARGIN", &v)?;

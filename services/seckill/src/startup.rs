@@ -16,7 +16,7 @@ use crate::{
         shard_locks::ShardLocks,
     },
     routes::{self, AdminToken, AuditGate},
-    store::{Db, StoreError},
+    store::{Db, LockOrder, StoreError},
     telemetry,
     traffic::Traffic,
 };
@@ -97,7 +97,11 @@ impl Application {
             tracing::warn!(?failpoint, "a test-only failpoint is enabled: this instance will fail on purpose");
         }
         let gate = Arc::new(Gate::new(gate_settings, redis_client, redis.clone(), db.clone()));
-        let batches = BatchSettings { linger: settings.batch_linger, lease_margin: settings.owner_lease_margin };
+        let batches = BatchSettings {
+            linger: settings.batch_linger,
+            lease_margin: settings.owner_lease_margin,
+            lock_order: if settings.batch_sorted_locks { LockOrder::Ascending } else { LockOrder::Arrival },
+        };
         let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);
         let inventory = web::Data::new(Inventory::new(
             db,

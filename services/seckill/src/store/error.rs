@@ -12,6 +12,11 @@ pub enum StoreError {
     /// sent. The database is up but saturated; retrying later may succeed.
     #[error("database saturated: {0}")]
     Saturated(String),
+    /// Another transaction held what this one needed: a deadlock, a serialization failure, or a
+    /// lock wait past `lock_timeout`. PostgreSQL rolled the transaction back, so nothing of it
+    /// was written; retrying may succeed.
+    #[error("database contention: {0}")]
+    Contended(String),
     /// Anything else: a bug or an unexpected state (the database's own message).
     #[error("database: {0}")]
     Unexpected(String),
@@ -21,10 +26,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the database was away or saturated (retry later), as opposed to a bug or a
-    /// configuration error.
+    /// Whether the database was away, saturated or contended (retry later), as opposed to a bug
+    /// or a configuration error.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable(_) | Self::Saturated(_))
+        matches!(self, Self::Unavailable(_) | Self::Saturated(_) | Self::Contended(_))
+    }
+
+    /// Whether the transaction lost to another one and was rolled back.
+    pub fn is_contended(&self) -> bool {
+        matches!(self, Self::Contended(_))
     }
 
     /// Whether nothing was sent because no connection came free in time.
@@ -37,12 +47,16 @@ impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         // Away: a closed connection, an I/O error on it, SQLSTATE classes 08 (connection
         // exception), 53 (insufficient resources) and 57 (operator intervention: shutdown,
-        // restart, cannot connect now, and the statement_timeout of lock holders), and 55P03 (the
-        // lock_timeout of lock holders). Anything else, with or without an SQLSTATE (a value that
-        // does not convert, a protocol surprise), is unexpected.
+        // restart, cannot connect now, and the statement_timeout of lock holders). Contended:
+        // 40P01 (deadlock), 40001 (serialization failure) and 55P03 (the lock_timeout of lock
+        // holders). Anything else, with or without an SQLSTATE (a value that does not convert, a
+        // protocol surprise), is unexpected.
         let io = std::error::Error::source(&e).is_some_and(|cause| cause.is::<std::io::Error>());
-        let away =
-            e.is_closed() || io || e.code().is_some_and(|code| matches!(&code.code()[..2], "08" | "53" | "57") || code.code() == "55P03");
+        let sqlstate = e.code().map(|code| code.code());
+        if sqlstate.is_some_and(|code| matches!(code, "40P01" | "40001" | "55P03")) {
+            return Self::Contended(e.as_db_error().map_or_else(|| e.to_string(), ToString::to_string));
+        }
+        let away = e.is_closed() || io || sqlstate.is_some_and(|code| matches!(&code[..2], "08" | "53" | "57"));
         if away {
             Self::Unavailable(e.to_string())
         } else {

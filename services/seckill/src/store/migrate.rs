@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("../../migrations/0005_gate_epoch.sql")),
     (6, include_str!("../../migrations/0006_claim_log.sql")),
     (7, include_str!("../../migrations/0007_lease_expiry.sql")),
+    (8, include_str!("../../migrations/0008_set_based_batch.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

@@ -24,7 +24,7 @@ pub use gate::{GateEntry, GateWritten, ShardTruth};
 pub use live::LiveSale;
 pub(crate) use orders::commit_order_on;
 pub use orders::{CommitError, CommitGuard, CommitPart, OrderRecord, ShardGuard};
-pub use owners::{BatchOrder, BatchOutcome, BatchShard, OrderOutcome, OwnerWriteError};
+pub use owners::{BatchOrder, BatchOutcome, BatchShard, LockOrder, OrderOutcome, OwnerWriteError};
 pub use sales::{SaleSummary, ShardRow};
 pub use shards::ShardRead;
 pub(crate) use shards::lock_shards_for_update;

@@ -40,6 +40,16 @@ pub struct BatchOrder<'a> {
     pub parts: &'a [(ShardId, u32)],
 }
 
+/// In which order a batch takes the rows that other instances' batches may want too (users and
+/// idempotency keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockOrder {
+    /// Ascending, one global order: two batches that want the same rows queue, never deadlock.
+    Ascending,
+    /// As the orders arrived: the test control, which deadlocks under a retry storm.
+    Arrival,
+}
+
 /// What became of one order of a committed batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderOutcome {
@@ -78,6 +88,13 @@ impl OwnerWriteError {
     pub fn is_unanswered(&self) -> bool {
         matches!(self, Self::Unanswered(_))
     }
+
+    /// Whether the write is known not to have happened although the database answers: no
+    /// connection came free (nothing was sent), or another transaction held what it needed and
+    /// PostgreSQL rolled it back. Neither says the database is in trouble.
+    pub fn wrote_nothing(&self) -> bool {
+        matches!(self, Self::Store(e) if e.is_saturated() || e.is_contended())
+    }
 }
 
 impl From<OwnerWriteError> for StoreError {
@@ -113,11 +130,13 @@ impl Db {
         .await
     }
 
-    /// Commits a batch of `sale`'s orders in one statement (one round trip, one transaction).
+    /// Commits a batch of `sale`'s orders in one statement (one round trip, one transaction),
+    /// taking contended rows in `order`.
     pub async fn commit_batch(
         &self,
         sale: &Sale,
         fencing: Fencing,
+        order: LockOrder,
         shards: &[BatchShard],
         orders: &[BatchOrder<'_>],
         bound: Duration,
@@ -143,12 +162,13 @@ impl Db {
             // prepare round trip before it.
             client
                 .query_typed(
-                    "SELECT ord, outcome, order_id, shard FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                    "SELECT ord, outcome, order_id, shard FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                     &[
                         (&sale.sku.as_str(), Type::TEXT),
                         (&sale.generation, Type::INT8),
                         (&(sale.spec.per_user_limit as i32), Type::INT4),
                         (&(fencing == Fencing::Fenced), Type::BOOL),
+                        (&(order == LockOrder::Ascending), Type::BOOL),
                         (&shard_ids, Type::INT4_ARRAY),
                         (&fences, Type::INT8_ARRAY),
                         (&committed, Type::INT4_ARRAY),

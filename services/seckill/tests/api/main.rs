@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod batches;
 mod browser;
 mod concurrency;
 mod fencing;

@@ -1,17 +1,19 @@
 //! The batcher of one sale owner: it takes every order decided since the last batch and commits
 //! them in one transaction (`Db::commit_batch`), one batch at a time, then tells each waiting
 //! request what became of its order. Orders decided while a batch is in flight form the next
-//! one, so the batch size grows with the load and the commits per order fall.
+//! one, so the batch size grows with the load and the commits per order fall; below capacity a
+//! short linger (see `linger`) gathers a few more.
 
 use std::{sync::Arc, time::Duration};
 
 use super::{
+    linger::BATCH_FULL,
     owner::{Decided, Pending, SaleOwner},
     placement::Surrenders,
 };
 use crate::{
     domain::ShardId,
-    store::{BatchOrder, BatchOutcome, Db, OrderOutcome, OrderRecord},
+    store::{BatchOrder, BatchOutcome, Db, LockOrder, OrderOutcome, OrderRecord, OwnerWriteError},
 };
 
 /// What a batcher needs besides its owner.
@@ -27,18 +29,22 @@ pub(crate) struct BatchContext {
 /// How batches are formed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BatchSettings {
-    /// How long a batch waits for more orders unless [`BATCH_FULL`] are already pending.
+    /// The longest a batch waits for more orders (only while they arrive faster than this, and
+    /// never once [`BATCH_FULL`] are pending).
     pub(crate) linger: Duration,
     /// Whether a batch starts only on shards whose lease outlasts the write bound (off: the
     /// control that leaves late writes to the fence alone).
     pub(crate) lease_margin: bool,
+    /// In which order a batch takes users and keys (arrival order: the deadlock control).
+    pub(crate) lock_order: LockOrder,
 }
-
-/// Orders that make a batch worth committing without lingering.
-const BATCH_FULL: usize = 64;
 
 /// How often orders held back for a short lease look again whether the watchdog renewed it.
 const HELD_RECHECK: Duration = Duration::from_millis(10);
+
+/// How many batches that wrote nothing (contention, no connection) one order rides in before it
+/// is sent back to be decided again.
+const MAX_REQUEUES: u8 = 3;
 
 /// Starts the batcher of `owner`; it ends when the owner stops.
 pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
@@ -52,18 +58,36 @@ pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
                 () = owner.stopped.cancelled() => return,
             }
             loop {
-                // Linger a moment unless a full batch is already waiting: a few more orders per
-                // commit for a couple of milliseconds of latency (PostgreSQL's fsync, not our
-                // CPU, is what a commit costs).
-                if !ctx.settings.linger.is_zero() && owner.pending_orders() < BATCH_FULL {
-                    tokio::time::sleep(ctx.settings.linger).await;
-                }
+                linger(&owner, ctx.settings.linger).await;
                 let Some(batch) = take_batch(&owner, margin) else { break };
                 commit(&owner, &ctx, batch).await;
             }
             held = owner.pending_orders() > 0;
         }
     });
+}
+
+/// Waits up to `longest` for more orders, while they arrive faster than that and fewer than a
+/// full batch are pending.
+async fn linger(owner: &SaleOwner, longest: Duration) {
+    if longest.is_zero() {
+        return;
+    }
+    let until = tokio::time::Instant::now() + longest;
+    loop {
+        let worth_it = {
+            let state = owner.state.lock().unwrap();
+            state.pending.len() < BATCH_FULL && state.arrivals.dense(longest, std::time::Instant::now())
+        };
+        if !worth_it {
+            return;
+        }
+        tokio::select! {
+            () = owner.work.notified() => {}
+            () = tokio::time::sleep_until(until) => return,
+            () = owner.stopped.cancelled() => return,
+        }
+    }
 }
 
 /// Everything pending that can be written now. Orders on shards no longer owned (or whose lease
@@ -114,7 +138,7 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>)
     let shards = SaleOwner::batch_shards(&owner.state.lock().unwrap(), &touched);
     let orders: Vec<BatchOrder<'_>> = batch.iter().map(|o| BatchOrder { request: &o.request, parts: &o.parts }).collect();
     metrics::histogram!("seckill_batch_orders").record(orders.len() as f64);
-    let outcome = ctx.db.commit_batch(sale, owner.fencing, &shards, &orders, ctx.bound).await;
+    let outcome = ctx.db.commit_batch(sale, owner.fencing, ctx.settings.lock_order, &shards, &orders, ctx.bound).await;
     match outcome {
         Ok(BatchOutcome::Committed(outcomes)) => committed(owner, ctx, batch, &outcomes),
         Ok(BatchOutcome::Deposed(deposed)) => {
@@ -140,6 +164,7 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>)
                 let _ = order.reply.send(Decided::Retry);
             }
         }
+        Err(e) if e.wrote_nothing() => requeue(owner, batch, &e),
         Err(e) => {
             // Unknown fate (it may still land: the fence decides then) or a failure: acknowledge
             // nothing, and let the shards go, since an owner that cannot write cannot sell.
@@ -152,6 +177,26 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>)
             }
         }
     }
+}
+
+/// A batch known to have written nothing while the database answers (it lost to another
+/// transaction, or no connection came free): its orders keep their reservations and go first
+/// into the next batch, and the shards stay owned. An order that rode in [`MAX_REQUEUES`] such
+/// batches is sent back to be decided again, which its request's deadline bounds.
+fn requeue(owner: &SaleOwner, batch: Vec<Pending>, why: &OwnerWriteError) {
+    metrics::counter!("seckill_batch_requeued_total").increment(1);
+    tracing::info!(sku = %owner.sale.sku, error = %why, orders = batch.len(), "batch wrote nothing; its orders go into the next one");
+    let (again, decide_again): (Vec<Pending>, Vec<Pending>) = batch.into_iter().partition(|o| o.requeued < MAX_REQUEUES);
+    let mut state = owner.state.lock().unwrap();
+    let later = std::mem::take(&mut state.pending);
+    state.pending = again.into_iter().map(|o| Pending { requeued: o.requeued + 1, ..o }).collect();
+    state.pending.extend(later);
+    drop(state);
+    for order in decide_again {
+        owner.give_back(&order);
+        let _ = order.reply.send(Decided::Retry);
+    }
+    owner.work.notify_one();
 }
 
 /// Applies a committed batch to memory and answers its orders.

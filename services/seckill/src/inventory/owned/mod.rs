@@ -17,9 +17,11 @@
 //! |---|---|
 //! | `owner` | one sale's owned shards, their memory, decisions (reservations) |
 //! | `batcher` | committing decided orders in batches and answering them |
+//! | `linger` | how long a batch waits for more orders |
 //! | `placement` | taking free shards, giving them back (empty, idle, fair share), heartbeats |
 
 mod batcher;
+mod linger;
 mod owner;
 mod placement;
 

@@ -18,6 +18,7 @@ use lockkit::{Fence, LockGuard};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::linger::Arrivals;
 use crate::{
     domain::Sale,
     domain::{Fencing, OrderRequest, ShardId},
@@ -60,6 +61,8 @@ pub(crate) struct Pending {
     /// Units per shard, ascending.
     pub(crate) parts: Vec<(ShardId, u32)>,
     pub(crate) reply: oneshot::Sender<Decided>,
+    /// How many batches carrying it wrote nothing (lost to contention, or found no connection).
+    pub(crate) requeued: u8,
 }
 
 /// One owned shard.
@@ -109,6 +112,8 @@ pub(crate) struct Surrendered {
 pub(crate) struct State {
     pub(crate) shards: BTreeMap<ShardId, OwnedShard>,
     pub(crate) pending: Vec<Pending>,
+    /// How fast orders are decided, for the batcher's linger.
+    pub(crate) arrivals: Arrivals,
     /// Set when the owner stops (sale reset, shutdown): nothing more is decided here.
     pub(crate) closed: bool,
 }
@@ -151,7 +156,8 @@ impl SaleOwner {
         }
         let parts = reserve(&mut state.shards, i64::from(request.quantity.get()))?;
         let (reply, decided) = oneshot::channel();
-        state.pending.push(Pending { request: request.clone(), parts, reply });
+        state.pending.push(Pending { request: request.clone(), parts, reply, requeued: 0 });
+        state.arrivals.record(Instant::now());
         drop(state);
         self.work.notify_one();
         Some(decided)

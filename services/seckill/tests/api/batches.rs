@@ -1,0 +1,373 @@
+//! The owners' batch commit: set-based, and free of deadlocks between instances.
+//!
+//! Two instances that receive the same keys (a client retrying on the other instance) or the same
+//! few users at the same moment: no batch fails, and each key yields one order. At the store, two
+//! batches that want the same users (or keys) in opposite orders are held at the same row until
+//! both wait, then let go: in ascending order both commit, and the control (arrival order,
+//! `SECKILL_BATCH_SORTED_LOCKS=false`) deadlocks every time. Then the function's outcome per order
+//! on a table of batches, and a lone order that waits for no linger.
+
+use std::{collections::HashMap, time::Duration};
+
+use futures_util::future::join_all;
+use rand::seq::SliceRandom;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, db, eventually, spawn_app_with, test_settings};
+
+/// Requests per instance and round: enough for both instances' batches to overlap.
+const ROUND: usize = 64;
+
+/// Rounds per storm.
+const ROUNDS: usize = 8;
+
+/// Stock that outlasts every round.
+fn big_sale(per_user_limit: u32) -> Value {
+    json!({"total": 100_000, "shards": 20, "per_user_limit": per_user_limit, "max_per_order": 2, "strategy": "owned-shards"})
+}
+
+/// Two instances whose batches linger up to 50 ms, so that each round's orders meet in one batch
+/// per instance: the worst case, two batches that want the same rows at once.
+async fn two_instances() -> [TestApp; 2] {
+    let settings = || {
+        let mut settings = test_settings();
+        settings.batch_linger = Duration::from_millis(50);
+        settings
+    };
+    [spawn_app_with(settings()).await, spawn_app_with(settings()).await]
+}
+
+/// Batches that wrote nothing because another transaction held what they needed, over every
+/// instance of this test process (the metrics recorder is process-wide).
+async fn requeued_batches(app: &TestApp) -> u64 {
+    let text = app.http.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with("seckill_batch_requeued_total"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// One order request: who, and under which key.
+#[derive(Clone)]
+struct Request {
+    user: String,
+    key: String,
+}
+
+/// What a storm of rounds came to.
+#[derive(Debug, Default)]
+struct Storm {
+    /// Status counts over every answer.
+    statuses: HashMap<u16, usize>,
+    /// Order ids answered per key (both instances' answers).
+    answered: HashMap<String, Vec<i64>>,
+    /// Batches that lost to contention.
+    requeued: u64,
+}
+
+/// Sends each round's requests to the instances at once: `to_both`, every request to both, each
+/// instance in its own random order; otherwise half to each, shuffled.
+async fn storm(apps: &[TestApp; 2], sku: &str, to_both: bool, round: impl Fn(usize) -> Vec<Request>) -> Storm {
+    let mut storm = Storm::default();
+    let before = requeued_batches(&apps[0]).await;
+    for r in 0..ROUNDS {
+        let requests = round(r);
+        let mut sends = Vec::new();
+        for (i, app) in apps.iter().enumerate() {
+            let mut mine: Vec<Request> = if to_both { requests.clone() } else { requests.iter().skip(i).step_by(2).cloned().collect() };
+            mine.shuffle(&mut rand::rng());
+            sends.extend(mine.into_iter().map(|request| async move {
+                let response = app.order(sku, &request.user, 1, Some(&request.key)).await;
+                let status = response.status();
+                let body: Value = response.json().await.unwrap_or(Value::Null);
+                (request.key, status, body)
+            }));
+        }
+        for (key, status, body) in join_all(sends).await {
+            *storm.statuses.entry(status.as_u16()).or_default() += 1;
+            if let Some(id) = body["order_id"].as_i64() {
+                storm.answered.entry(key).or_default().push(id);
+            }
+        }
+    }
+    storm.requeued = requeued_batches(&apps[0]).await - before;
+    storm
+}
+
+/// Orders per idempotency key in PostgreSQL.
+async fn orders_per_key(sku: &str) -> HashMap<String, i64> {
+    let rows = db().await.query("SELECT idempotency_key, count(*) FROM orders WHERE sku = $1 GROUP BY 1", &[&sku]).await.unwrap();
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// The same users and keys, every request to both instances.
+fn retry_storm(label: &'static str) -> impl Fn(usize) -> Vec<Request> {
+    move |r| (0..ROUND).map(|i| Request { user: format!("{label}-{r}-{i}"), key: format!("{label}-key-{r}-{i}") }).collect()
+}
+
+/// Eight users shared by both instances, a fresh key per request.
+fn hot_users(label: &'static str) -> impl Fn(usize) -> Vec<Request> {
+    move |r| (0..2 * ROUND).map(|i| Request { user: format!("{label}-user-{}", i % 8), key: format!("{label}-key-{r}-{i}") }).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_storm_across_instances_gets_one_order_per_key_and_no_failed_batch() {
+    let apps = two_instances().await;
+    let sku = apps[0].create_sale(big_sale(2)).await;
+
+    let storm = storm(&apps, &sku, true, retry_storm("storm")).await;
+
+    assert_eq!(storm.requeued, 0, "no batch lost to contention: {:?}", storm.statuses);
+    let answered: usize = storm.statuses.iter().filter(|(s, _)| matches!(**s, 200 | 201)).map(|(_, n)| n).sum();
+    assert_eq!(answered, 2 * ROUND * ROUNDS, "every request answered with its order or the replay: {:?}", storm.statuses);
+    let stored = orders_per_key(&sku).await;
+    assert_eq!(stored.len(), ROUND * ROUNDS, "one order per key");
+    assert!(stored.values().all(|&n| n == 1), "no key has two orders");
+    for (key, ids) in &storm.answered {
+        assert_eq!(ids.len(), 2, "{key}: both instances answered");
+        assert_eq!(ids[0], ids[1], "{key}: both answers name the same order");
+    }
+    let audit = apps[0].audit(&sku).await;
+    assert_eq!(audit["consistent"], true, "{audit}");
+    assert_eq!(audit["sold"], (ROUND * ROUNDS) as u64, "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_few_hot_users_on_both_instances_fail_no_batch() {
+    let apps = two_instances().await;
+    let sku = apps[0].create_sale(big_sale(100_000)).await;
+
+    let storm = storm(&apps, &sku, false, hot_users("hot")).await;
+
+    assert_eq!(storm.requeued, 0, "no batch lost to contention: {:?}", storm.statuses);
+    assert_eq!(storm.statuses.get(&201).copied().unwrap_or(0), 2 * ROUND * ROUNDS, "every order taken: {:?}", storm.statuses);
+    let audit = apps[0].audit(&sku).await;
+    assert_eq!(audit["consistent"], true, "{audit}");
+    assert_eq!(audit["sold"], (2 * ROUND * ROUNDS) as u64, "{audit}");
+}
+
+/// A lone order is committed at once: with a linger of ten minutes it would
+/// otherwise not be answered within the test's patience (a guard against hanging, not a speed
+/// check: the order takes milliseconds).
+#[tokio::test]
+async fn a_lone_order_waits_for_no_linger() {
+    let mut settings = test_settings();
+    settings.batch_linger = Duration::from_secs(600);
+    let app = spawn_app_with(settings).await;
+    let sku = app.create_sale(big_sale(2)).await;
+
+    let answered = tokio::time::timeout(Duration::from_secs(60), app.order(&sku, "lone", 1, Some("lone-1"))).await;
+
+    let response = answered.expect("the lone order did not wait for the linger");
+    assert_eq!(response.status(), StatusCode::CREATED);
+}
+
+/// One batch, as the owner of shards 0 and 1 (fence 7) sends it to `seckill_commit_batch`.
+struct Batch {
+    orders: Vec<(&'static str, i32, Option<&'static str>)>,
+    parts: Vec<(i32, i32, i32)>,
+}
+
+impl Batch {
+    /// Orders of one unit each, all from shard 0.
+    fn on_shard_0(orders: Vec<(&'static str, i32, Option<&'static str>)>) -> Self {
+        let parts = orders.iter().enumerate().map(|(i, (_, q, _))| (i as i32 + 1, 0, *q)).collect();
+        Self { orders, parts }
+    }
+
+    /// The outcomes, one per order, or the batch's single outcome (`deposed`, `stale_sale`).
+    async fn commit(&self, sku: &str, generation: i64, fence: i64) -> Vec<String> {
+        let db = db().await;
+        let users: Vec<&str> = self.orders.iter().map(|o| o.0).collect();
+        let quantities: Vec<i32> = self.orders.iter().map(|o| o.1).collect();
+        let keys: Vec<Option<&str>> = self.orders.iter().map(|o| o.2).collect();
+        let (part_order, part_shard, part_take): (Vec<i32>, Vec<i32>, Vec<i32>) = (
+            self.parts.iter().map(|p| p.0).collect(),
+            self.parts.iter().map(|p| p.1).collect(),
+            self.parts.iter().map(|p| p.2).collect(),
+        );
+        let committed: Vec<i32> = vec![100, 100];
+        let rows = db
+            .query(
+                "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, true, '{0,1}', ARRAY[$3::bigint, $3::bigint], $4, \
+                 ARRAY[now(), now()], $5, $6, $7, $8, $9, $10) ORDER BY ord",
+                &[&sku, &generation, &fence, &committed, &users, &quantities, &keys, &part_order, &part_shard, &part_take],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+}
+
+/// A fresh sale of two shards of 100 units, per-user limit 2, claimed with fence 7; its
+/// generation.
+async fn sale_for_batches(app: &TestApp) -> (String, i64) {
+    let sku =
+        app.create_sale(json!({"total": 200, "shards": 2, "per_user_limit": 2, "max_per_order": 2, "strategy": "owned-shards"})).await;
+    let db = db().await;
+    db.execute("UPDATE shards SET fence = 7 WHERE sku = $1", &[&sku]).await.unwrap();
+    let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    (sku, generation)
+}
+
+/// The set-based function decides each order as the per-order loop did (migration 0008 names
+/// the one deliberate difference: a replay by a user at the limit is a duplicate).
+#[tokio::test]
+async fn the_batch_function_decides_each_order_as_the_loop_did() {
+    let app = spawn_app_with(test_settings()).await;
+    let (sku, generation) = sale_for_batches(&app).await;
+    let outcomes = async |batch: Batch| batch.commit(&sku, generation, 7).await;
+
+    // Plain orders.
+    assert_eq!(outcomes(Batch::on_shard_0(vec![("ann", 1, Some("a1")), ("bob", 2, None)])).await, ["ok", "ok"]);
+    // A user crossing the limit with two orders in one batch; the third fits again.
+    assert_eq!(
+        outcomes(Batch::on_shard_0(vec![("cat", 1, None), ("cat", 2, None), ("cat", 1, None)])).await,
+        ["ok", "user_limit", "ok"]
+    );
+    // A user already at the limit (ann has 1 of 2, then 2 of 2), and a quantity above it.
+    assert_eq!(
+        outcomes(Batch::on_shard_0(vec![("ann", 1, None), ("ann", 1, None), ("dan", 3, None)])).await,
+        ["ok", "user_limit", "user_limit"]
+    );
+    // A key repeated within the batch, and one matching an earlier order.
+    assert_eq!(
+        outcomes(Batch::on_shard_0(vec![("eve", 1, Some("e1")), ("eve", 1, Some("e1")), ("fay", 1, Some("a1"))])).await,
+        ["ok", "duplicate", "duplicate"]
+    );
+    // Orders over several shards.
+    let spread = Batch { orders: vec![("gus", 2, Some("g1")), ("hal", 1, None)], parts: vec![(1, 0, 1), (1, 1, 1), (2, 1, 1)] };
+    assert_eq!(outcomes(spread).await, ["ok", "ok"]);
+    // A refused fence and a stale generation write nothing.
+    assert_eq!(Batch::on_shard_0(vec![("ivy", 1, None)]).commit(&sku, generation, 6).await, ["deposed", "deposed"]);
+    assert_eq!(Batch::on_shard_0(vec![("jon", 1, None)]).commit(&sku, generation.wrapping_add(1), 7).await, ["stale_sale"]);
+
+    let db = db().await;
+    let bought: HashMap<String, i32> = db
+        .query("SELECT user_id, bought FROM user_purchases WHERE sku = $1", &[&sku])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let expected: HashMap<String, i32> =
+        [("ann", 2), ("bob", 2), ("cat", 2), ("eve", 1), ("gus", 2), ("hal", 1)].into_iter().map(|(u, n)| (u.to_string(), n)).collect();
+    assert_eq!(bought.into_iter().filter(|(_, n)| *n > 0).collect::<HashMap<_, _>>(), expected);
+    let parts: i64 = db.query_one("SELECT count(*) FROM order_parts WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    assert_eq!(parts, 9, "one part per accepted order and shard");
+    let remaining: Vec<i32> =
+        db.query("SELECT remaining FROM shards WHERE sku = $1 ORDER BY shard", &[&sku]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    // Each batch writes its committed stock (100) minus what it took, as the owner's memory would.
+    assert_eq!(remaining, [99, 98], "the last batch that wrote: gus's 1 + hal's 1 from shard 1, gus's 1 from shard 0");
+}
+
+/// What two batches contend for.
+#[derive(Clone, Copy)]
+enum Contended {
+    /// The same ten users (fresh keys each).
+    Users,
+    /// The same ten idempotency keys (different users).
+    Keys,
+}
+
+/// Two batches, as the owners of shard 0 (fence 7) and shard 1 (fence 8), that want the same ten
+/// users or keys, the second in the opposite order. A third transaction holds the middle row
+/// (an uncommitted insert) until both batches wait on a lock, then rolls back. Each batch's
+/// outcome: its rows, or the SQLSTATE it failed with.
+async fn opposite_batches(sorted: bool, contended: Contended) -> [Result<Vec<String>, String>; 2] {
+    let app = spawn_app_with(test_settings()).await;
+    let sku =
+        app.create_sale(json!({"total": 200, "shards": 2, "per_user_limit": 2, "max_per_order": 2, "strategy": "owned-shards"})).await;
+    let admin = db().await;
+    admin.execute("UPDATE shards SET fence = 7 + shard WHERE sku = $1", &[&sku]).await.unwrap();
+    let generation: i64 = admin.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let names = |prefix: &str| -> Vec<String> { (0..10).map(|i| format!("{prefix}{i}")).collect() };
+    let (users, keys): ([Vec<String>; 2], [Vec<String>; 2]) = match contended {
+        Contended::Users => ([names("u"), names("u")], [names("a"), names("b")]),
+        Contended::Keys => ([names("a"), names("b")], [names("k"), names("k")]),
+    };
+
+    let mut holder = db().await;
+    let hold = holder.transaction().await.unwrap();
+    match contended {
+        Contended::Users => hold.execute("INSERT INTO user_purchases VALUES ($1, 'u5', 0)", &[&sku]).await.unwrap(),
+        Contended::Keys => hold
+            .execute("INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key) VALUES ($1, 'x', 1, 0, 7, 'k5')", &[&sku])
+            .await
+            .unwrap(),
+    };
+    let mut pids = Vec::new();
+    let mut batches = Vec::new();
+    for side in 0..2 {
+        let client = db().await;
+        pids.push(client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get::<_, i32>(0));
+        let (mut users, mut keys) = (users[side].clone(), keys[side].clone());
+        if side == 1 {
+            users.reverse();
+            keys.reverse();
+        }
+        let (sku, fence, shard) = (sku.clone(), 7 + side as i64, side as i32);
+        batches.push(tokio::spawn(async move {
+            let orders = users.len() as i32;
+            let part_order: Vec<i32> = (1..=orders).collect();
+            let rows = client
+                .query(
+                    "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, $3, ARRAY[$4::int], ARRAY[$5::bigint], '{100}', \
+                     ARRAY[now()], $6, array_fill(1, ARRAY[$7::int]), $8, $9, array_fill($4::int, ARRAY[$7::int]), \
+                     array_fill(1, ARRAY[$7::int])) ORDER BY ord",
+                    &[&sku, &generation, &sorted, &shard, &fence, &users, &orders, &keys, &part_order],
+                )
+                .await;
+            rows.map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>())
+                .map_err(|e| e.code().map_or_else(|| e.to_string(), |c| c.code().to_string()))
+        }));
+    }
+    let both_wait = eventually(async || {
+        let waiting: i64 = admin
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY ($1) AND wait_event_type = 'Lock'", &[&pids])
+            .await
+            .unwrap()
+            .get(0);
+        waiting == 2
+    })
+    .await;
+    assert!(both_wait, "both batches wait on a lock");
+    hold.rollback().await.unwrap();
+
+    let mut outcomes = Vec::new();
+    for batch in batches {
+        outcomes.push(batch.await.unwrap());
+    }
+    [outcomes.remove(0), outcomes.remove(0)]
+}
+
+#[tokio::test]
+async fn batches_wanting_the_same_users_in_opposite_orders_queue_instead_of_deadlocking() {
+    let [first, second] = opposite_batches(true, Contended::Users).await;
+
+    assert_eq!(first.expect("the first batch commits"), vec!["ok"; 10]);
+    assert_eq!(second.expect("the second batch commits"), vec!["ok"; 10]);
+}
+
+#[tokio::test]
+async fn batches_wanting_the_same_keys_in_opposite_orders_queue_instead_of_deadlocking() {
+    let [first, second] = opposite_batches(true, Contended::Keys).await;
+
+    assert_eq!(first.expect("the first batch commits"), vec!["ok"; 10]);
+    assert_eq!(second.expect("the second batch commits: its keys are replays"), vec!["duplicate"; 10]);
+}
+
+#[tokio::test]
+async fn control_arrival_order_batches_deadlock_on_the_same_users() {
+    let outcomes = opposite_batches(false, Contended::Users).await;
+
+    assert!(outcomes.iter().any(|o| o.as_ref().is_err_and(|code| code == "40P01")), "a deadlock: {outcomes:?}");
+}
+
+#[tokio::test]
+async fn control_arrival_order_batches_deadlock_on_the_same_keys() {
+    let outcomes = opposite_batches(false, Contended::Keys).await;
+
+    assert!(outcomes.iter().any(|o| o.as_ref().is_err_and(|code| code == "40P01")), "a deadlock: {outcomes:?}");
+}
