@@ -180,12 +180,28 @@ async fn record_request(
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = Instant::now();
     let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let response = next.call(req).await?;
     let status = response.status().as_u16().to_string();
     metrics::counter!("seckill_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
     metrics::histogram!("seckill_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
     Ok(response)
+}
+
+/// The method as a metric label: the methods the API serves, and `other` for any token a client
+/// invents (actix accepts every method token; a label per invented token would grow the series
+/// without bound). Static, so labelling costs no allocation per request.
+fn method_label(method: &actix_web::http::Method) -> &'static str {
+    use actix_web::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 /// Writes `address` to `file` atomically: a reader sees the whole line or no file.

@@ -28,6 +28,24 @@ async fn metrics_expose_service_and_lockkit_series() {
     assert!(text.contains("seckill_order_duration_seconds_bucket"), "histograms have buckets");
 }
 
+/// A client that invents methods cannot create metric series: every unknown method token is one
+/// label, `other`.
+#[tokio::test]
+async fn invented_methods_share_one_metric_label() {
+    let app = spawn_app().await;
+    for token in ["BREW", "WHEN", "PROPFIND-ME"] {
+        let method = reqwest::Method::from_bytes(token.as_bytes()).unwrap();
+        app.http.request(method, format!("{}/healthz", app.address)).send().await.unwrap();
+    }
+
+    let text = app.http.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+
+    assert!(text.contains(r#"method="other""#), "{text}");
+    for token in ["BREW", "WHEN", "PROPFIND-ME"] {
+        assert!(!text.contains(token), "no series for {token}");
+    }
+}
+
 #[tokio::test]
 async fn unknown_routes_are_a_json_404() {
     let app = spawn_app().await;
