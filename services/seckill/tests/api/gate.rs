@@ -273,3 +273,46 @@ async fn references_are_never_handed_out_twice_after_redis_lost_the_sale() {
     let next = next["order_id"].as_i64().unwrap();
     assert!(next > lost, "reference {next} after the lost {lost}: seeding from PostgreSQL alone would hand out {lost} again");
 }
+
+/// The writer's SQL, set-based, on one table of entries: written, a reference written before
+/// (duplicate), an entry of an earlier generation (stale), and a key that belongs to another
+/// reference (conflict). Only the written ones move the stock and the user counts.
+#[tokio::test]
+async fn the_gate_write_function_records_each_entry_once() {
+    let app = spawn_app_with(gate_settings()).await;
+    let sku = app.create_sale(sale(100, 2, 5, "redis-gate")).await;
+    let db = db().await;
+    let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let write = async |refs: Vec<i64>, generations: Vec<i64>, users: Vec<&str>, keys: Vec<Option<&str>>| -> Vec<String> {
+        let n = refs.len() as i32;
+        let entries: Vec<i32> = (1..=n).collect();
+        let shards: Vec<i32> = (0..n).map(|i| i % 2).collect();
+        let rows = db
+            .query(
+                "SELECT outcome FROM seckill_gate_write($1, $2, $3, $4, array_fill(1, ARRAY[$5::int]), $6, $7, $8, \
+                 array_fill(1, ARRAY[$5::int])) ORDER BY ord",
+                &[&sku, &refs, &generations, &users, &n, &keys, &entries, &shards],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get(0)).collect()
+    };
+
+    let first = write(vec![1, 2], vec![generation; 2], vec!["ann", "bob"], vec![Some("k1"), None]).await;
+    let second = write(
+        vec![2, 3, 4, 5],
+        vec![generation, generation.wrapping_add(1), generation, generation],
+        vec!["bob", "cat", "dan", "ann"],
+        vec![None, None, Some("k1"), Some("k5")],
+    )
+    .await;
+
+    assert_eq!(first, ["written", "written"]);
+    assert_eq!(second, ["duplicate", "stale", "conflict", "written"]);
+    let audit = app.audit(&sku).await;
+    assert_eq!(audit["sold"], 3, "ann twice and bob once: {audit}");
+    let ann: i32 = db.query_one("SELECT bought FROM user_purchases WHERE sku = $1 AND user_id = 'ann'", &[&sku]).await.unwrap().get(0);
+    assert_eq!(ann, 2);
+    let remaining: i64 = db.query_one("SELECT sum(remaining) FROM shards WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    assert_eq!(remaining, 97);
+}
