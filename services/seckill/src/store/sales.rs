@@ -71,6 +71,7 @@ impl Db {
             ],
         )
         .await?;
+        tx.execute("DELETE FROM order_parts WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM orders WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM shard_claims WHERE sku = $1", &[&sku.as_str()]).await?;

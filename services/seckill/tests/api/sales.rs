@@ -1,7 +1,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{assert_error, sale_body, spawn_app, unique_sku};
+use crate::helpers::{assert_error, db, sale_body, spawn_app, unique_sku};
 
 #[tokio::test]
 async fn creating_a_sale_splits_stock_evenly_with_the_remainder_spread() {
@@ -88,4 +88,21 @@ async fn unknown_sales_are_404_everywhere() {
     assert_eq!(body["error"], "unknown_sale");
     assert_eq!(audit, StatusCode::NOT_FOUND);
     assert_error(order, StatusCode::NOT_FOUND, "unknown_sale").await;
+}
+
+/// Deleting a sale (as the bench and operators do) takes its orders, their parts and its
+/// per-user counts with it: the rows carry no foreign key, a trigger does it.
+#[tokio::test]
+async fn a_deleted_sale_takes_its_orders_with_it() {
+    let app = spawn_app().await;
+    let sku = app.create_sale(sale_body(10, 2, "owned-shards")).await;
+    assert_eq!(app.order(&sku, "leaver", 1, Some("gone-1")).await.status(), StatusCode::CREATED);
+    let db = db().await;
+
+    db.execute("DELETE FROM sales WHERE sku = $1", &[&sku]).await.unwrap();
+
+    for table in ["orders", "order_parts", "user_purchases"] {
+        let left: i64 = db.query_one(&format!("SELECT count(*) FROM {table} WHERE sku = $1"), &[&sku]).await.unwrap().get(0);
+        assert_eq!(left, 0, "{table} rows of the deleted sale");
+    }
 }
