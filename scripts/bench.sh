@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The comparison runner (`make bench`): stock strategies x shards under k6 load, the HTTP,
-# PostgreSQL and Redis ceilings, lockkit next to the peer lock libraries. See loadtest/README.md.
+# The comparison runner (`make bench`): stock strategies x shards under k6 load, the wrk cells
+# (capacity, retry storm, hot users, HTTP floor), the HTTP, PostgreSQL and Redis ceilings,
+# lockkit next to the peer lock libraries. See loadtest/README.md.
 #
 #   scripts/bench.sh             full run: loadtest/results/<UTC>.json, latest.json, latest.md,
 #                                latest.svg, latest-latency.svg
 #   scripts/bench.sh --smoke     CI check (~1.5 min after the build): loadtest/results/smoke-latest.json;
 #                                exits non-zero on any correctness violation
-#   scripts/bench.sh --help      the runner's options (any of them can be added to the two above)
+#   scripts/bench.sh --only-capacity   the wrk cells alone (~2 min): loadtest/results/capacity-latest.*
+#   scripts/bench.sh --help      the runner's options (any of them can be added to the above)
 #
 # Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up; in full mode
 # with WITH=zookeeper,etcd, whose export lines give ZOOKEEPER_URL and ETCD_URL to the lock
 # section), the extra Redis servers of lockkit's Redlock and Cluster backends
-# (scripts/lock-servers.sh up), the binaries `seckill` and `lockctl`, k6 (scripts/k6.sh), psycopg 3
-# (the runner's PostgreSQL driver), and in full mode the peer harnesses (loadtest/peers/setup.sh).
+# (scripts/lock-servers.sh up), the binaries `seckill` and `lockctl` (BENCH_SKIP_BUILD=1: use
+# those already built, e.g. in CARGO_TARGET_DIR; BENCH_DATABASE_URL and BENCH_REDIS_URL: see
+# below), k6 (scripts/k6.sh), wrk (Debian), psycopg 3 (the runner's PostgreSQL driver), and in
+# full mode the peer harnesses (loadtest/peers/setup.sh).
 # Services that were not running before are stopped again at the end (KEEP_SERVICES=1 leaves them
 # running); services that were already running are left alone. The lock servers follow the same rule.
 set -euo pipefail
@@ -26,13 +30,17 @@ cd "$ROOT"
 smoke=0
 peers=1
 lock_servers=1
+k6=1
+wrk=1
 for arg in "$@"; do
     case "$arg" in
         --smoke) smoke=1 ;;
         --no-peers) peers=0 ;;
         --no-ceilings) lock_servers=0 ;; # no lockkit section: the extra servers would idle
+        --only-capacity) lock_servers=0 peers=0 k6=0 ;; # wrk cells only
+        --no-capacity) wrk=0 ;;
         -h | --help)
-            sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             echo
             exec python3 loadtest/bench/run.py --help
             ;;
@@ -75,6 +83,10 @@ t0=$SECONDS
 # (Assigned first: `set -e` stops here if `up` fails, which `eval "$(...)"` alone would not.)
 services_env="$(WITH="$with_services" bash scripts/services.sh up)"
 eval "$services_env"
+# BENCH_DATABASE_URL / BENCH_REDIS_URL: another database (or Redis db) on those same servers, e.g.
+# to run a commit's binary next to a working tree whose migrations are already applied to the
+# default one. They must exist; the seckill instances migrate the database themselves.
+export DATABASE_URL="${BENCH_DATABASE_URL:-$DATABASE_URL}" REDIS_URL="${BENCH_REDIS_URL:-$REDIS_URL}"
 if [[ "$lock_servers" -eq 1 ]]; then
     # 5 Redlock masters and a 3-master cluster on loopback; run.py reads LOCKKIT_REDLOCK_URL and
     # LOCKKIT_CLUSTER_URL (smoke: one short lockctl pass on each).
@@ -84,20 +96,28 @@ if [[ "$lock_servers" -eq 1 ]]; then
 fi
 
 # The smoke run checks correctness, not speed: it reuses the dev build of `make test`.
+# BENCH_SKIP_BUILD=1 runs the binaries already built (the runner looks in CARGO_TARGET_DIR), e.g.
+# from a worktree of a commit while the main tree is being edited.
 if [[ "$smoke" -eq 1 ]]; then
     export BENCH_PROFILE=debug
-    log "cargo build -p seckill -p lockkit --features lockkit/cli"
-    cargo build -p seckill -p lockkit --features lockkit/cli
+    build=(cargo build -p seckill -p lockkit --features lockkit/cli)
 else
     export BENCH_PROFILE=release
-    log "cargo build --release -p seckill -p lockkit --features lockkit/cli"
-    cargo build --release -p seckill -p lockkit --features lockkit/cli
+    build=(cargo build --release -p seckill -p lockkit --features lockkit/cli)
+fi
+if [[ "${BENCH_SKIP_BUILD:-0}" == 1 ]]; then
+    log "BENCH_SKIP_BUILD=1: not running ${build[*]} (binaries from ${CARGO_TARGET_DIR:-target}/$BENCH_PROFILE)"
+else
+    log "${build[*]}"
+    "${build[@]}"
 fi
 
 pip_ensure psycopg 'psycopg[binary]>=3.1'
 
 # scripts/k6.sh installs k6 v1.1.x if it is missing, then runs `k6 run --help` here.
-bash scripts/k6.sh --help >/dev/null
+[[ "$k6" -eq 0 ]] || bash scripts/k6.sh --help >/dev/null
+# wrk drives the capacity cells (loadtest/wrk/).
+[[ "$wrk" -eq 0 ]] || command -v wrk >/dev/null || apt_install wrk
 
 if [[ "$smoke" -eq 0 && "$peers" -eq 1 ]]; then
     log "loadtest/peers/setup.sh"

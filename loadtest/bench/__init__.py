@@ -1,17 +1,20 @@
 """The comparison runner behind `make bench` (see loadtest/README.md).
 
 Runs, in one go and against the project's own Redis and PostgreSQL (loopback only), the strategy
-matrix under k6 load, the latency points at fixed offered loads, the ceilings (HTTP, pgbench,
-redis-benchmark) and the lock benchmarks, and writes loadtest/results/.
+matrix under k6 load, the latency points at fixed offered loads, the wrk cells (capacity, retry
+storm, hot users), the ceilings (HTTP, pgbench, redis-benchmark) and the lock benchmarks, and
+writes loadtest/results/.
 
 # Layout
 
     cli.py         the command line and the order of a run (the only module that sequences steps)
     settings.py    file locations, strategies, mode presets, the k6 library's load-model defaults
-    processes.py   bounded subprocess and k6 runs, the seckill instances, HTTP and metrics access
+    processes.py   bounded subprocess, k6 and wrk runs, the seckill instances, HTTP and metrics access
     stores.py      PostgreSQL (psycopg, bound parameters) and Redis (redis-cli) access, counters
     cpu.py         CPU time from /proc: per process group around a cell, per Redis server
     cells.py       one cell: spec, run, result, correctness check (`check_cell`), acknowledged orders
+    capacity.py    the wrk cells (capacity, retry storm, hot users, HTTP floor): specs, run, result,
+                   wrk's output, CPU per order, correctness check (`check_wrk_cell`)
     latency.py     the latency points below saturation: plan and validity
     ceilings.py    HTTP ceiling, pgbench order ceiling, redis-benchmark lock pairs
     locks.py       lockkit backends from URLs, lockctl bench, peer libraries, ratios

@@ -292,17 +292,23 @@ def read_k6_summary(cell: CellResult, summary: dict) -> None:
     cell.max_vus = int(k6_metric(summary, "vus_max", "max", 0) or 0)
 
 
+def fetch_audit(instance: Instance, sku: str) -> tuple[dict | None, str | None]:
+    """(the sale's audit, None) or (None, why it could not be read)."""
+    try:
+        status, body = http_json("GET", f"{instance.base}/v1/sales/{sku}/audit", timeout=30)
+    except OSError as e:
+        return None, str(e)
+    if status != 200 or not isinstance(body, dict):
+        return None, f"status {status}: {str(body)[:200]}"
+    return body, None
+
+
 def read_audit(cell: CellResult, instance: Instance) -> None:
     """The audit, read again here from the *second* instance (k6 read it from the first)."""
-    try:
-        status, body = http_json("GET", f"{instance.base}/v1/sales/{cell.sku}/audit", timeout=30)
-    except OSError as e:
-        cell.audit_error = str(e)
+    cell.audit, cell.audit_error = fetch_audit(instance, cell.sku)
+    if cell.audit is None:
         return
-    if status != 200 or not isinstance(body, dict):
-        cell.audit_error = f"status {status}: {str(body)[:200]}"
-        return
-    cell.audit = body
+    body = cell.audit
     for name in ("sold", "remaining", "oversold", "stranded", "consistent", "users_over_limit", "fence_rejections"):
         setattr(cell, name, body.get(name))
 
@@ -369,9 +375,14 @@ def check_cell(cell: CellResult) -> list[str]:
         return v
     if rc != 0 or failed:
         v.append(f"{name}: k6 thresholds crossed (exit {rc}): {', '.join(sorted(failed)) or '?'}{_why(cell)}")
-    for key in ("oversold", "stranded", "users_over_limit"):
-        if a.get(key, 0) != 0:
-            v.append(f"{name}: audit {key}={a.get(key)}")
-    if a.get("consistent") is not True:
-        v.append(f"{name}: audit consistent={a.get('consistent')}")
+    return v + audit_violations(name, a)
+
+
+def audit_violations(name: str, audit: dict) -> list[str]:
+    """What a protected strategy's audit must show: nothing oversold or stranded, no user over the
+    limit, shards consistent with the orders."""
+    v = [f"{name}: audit {key}={audit.get(key)}" for key in ("oversold", "stranded", "users_over_limit")
+         if audit.get(key, 0) != 0]
+    if audit.get("consistent") is not True:
+        v.append(f"{name}: audit consistent={audit.get('consistent')}")
     return v

@@ -1,8 +1,9 @@
 """The runner's command line and the order of a run: instances up, HTTP ceiling, mission cells,
-throughput cells, latency points, instances down, pgbench and redis-benchmark ceilings, the lock
-section, then the result files and a console summary. Each step lives in its own module; this one
-only sequences them and turns failures into the exit status (0 correct, 1 a correctness
-violation, 2 the run could not be carried out)."""
+throughput cells, latency points, the wrk cells (capacity, retry storm, hot users, HTTP floor),
+instances down, pgbench and redis-benchmark ceilings, the lock section, then the result files and
+a console summary. Each step lives in its own module; this one only sequences them and turns
+failures into the exit status (0 correct, 1 a correctness violation, 2 the run could not be
+carried out)."""
 
 from __future__ import annotations
 
@@ -18,17 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import ceilings, locks
+from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
 from .latency import latency_specs, point_flag
 from .machine import git_info, machine_info
 from .processes import Instance, SetupError, log, log_findings, rel
 from .publish import print_summary, write_results
 from .result import RunResult
-from .settings import (INSTANCES, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN, MAIN_CELLS, PRESETS,
-                       REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS, SMOKE_STRATEGIES,
-                       STRATEGIES, THROUGHPUT_USERS, LoadModel, Preset, pre_vus)
+from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
+                       MAIN_CELLS, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
+                       SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S,
+                       LoadModel, Preset, pre_vus)
 from .stores import Pg, Redis, loopback_only
-from .targets import evaluate_targets
+from .targets import capacity_targets, evaluate_targets
 
 
 def parse_args(argv) -> argparse.Namespace:
@@ -49,6 +52,11 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--lock-ms", type=int, help="lockctl / peer run length in ms (full 3000, smoke 500)")
     p.add_argument("--no-peers", action="store_true", help="skip the peer lock libraries")
     p.add_argument("--no-ceilings", action="store_true", help="strategy matrix only: skip pgbench, redis-benchmark, lockkit and peers")
+    p.add_argument("--no-capacity", action="store_true", help="skip the wrk cells (capacity, retry storm, hot users, HTTP floor)")
+    p.add_argument("--only-capacity", action="store_true",
+                   help="the two instances and the wrk cells only (no k6 cell, ceiling or lock section); writes "
+                        "loadtest/results/capacity-latest.{json,md} (smoke: the short storm cell, smoke-latest.json)")
+    p.add_argument("--capacity-duration", type=int, help="seconds of wrk load per wrk cell (full 8, smoke 2)")
     p.add_argument("--only-locks", action="store_true",
                    help="lockkit section only: the raw Redis pair references, lockctl on every backend and the peers "
                         "(no seckill instances, no strategy matrix, no HTTP/pgbench ceilings)")
@@ -89,6 +97,7 @@ class Plan:
     redis_url: str
     database_url: str
     backends: list[locks.LockBackend]
+    capacity: list[WrkSpec]
 
     def cells(self) -> list[CellSpec]:
         def spec(strategy: str, shards: int, kind: str, c: Preset) -> CellSpec:
@@ -101,11 +110,13 @@ class Plan:
 def make_plan(args: argparse.Namespace) -> Plan:
     mode = "smoke" if args.smoke else "full"
     cfg = PRESETS[mode].with_overrides(total=args.total, rate=args.rate, duration_s=args.duration_s, max_vus=args.max_vus,
-                                       pg_seconds=args.pg_seconds, lock_ms=args.lock_ms)
+                                       pg_seconds=args.pg_seconds, lock_ms=args.lock_ms, capacity_s=args.capacity_duration)
     if args.no_peers:
         cfg = cfg.with_overrides(peers=False)
     if args.only_locks and args.no_ceilings:
         raise SetupError("--only-locks and --no-ceilings exclude each other")
+    if args.only_capacity and (args.no_capacity or args.only_locks):
+        raise SetupError("--only-capacity excludes --no-capacity and --only-locks")
     strategies = [s.strip() for s in (args.strategies or ",".join(SMOKE_STRATEGIES if args.smoke else STRATEGIES)).split(",") if s.strip()]
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
@@ -117,18 +128,21 @@ def make_plan(args: argparse.Namespace) -> Plan:
     database_url = os.environ.get("DATABASE_URL", "postgres://seckill@127.0.0.1:5440/seckill")
     loopback_only(redis_url, "REDIS_URL")
     loopback_only(database_url, "DATABASE_URL")
-    backends = [] if args.no_ceilings else locks.plan_backends(os.environ, redis_url, args.redlock_url, args.cluster_url)
-    for binary in ((LOCKCTL_BIN,) if args.only_locks else (SECKILL_BIN, LOCKCTL_BIN)):
+    backends = ([] if args.no_ceilings or args.only_capacity
+                else locks.plan_backends(os.environ, redis_url, args.redlock_url, args.cluster_url))
+    needed = (LOCKCTL_BIN,) if args.only_locks else (SECKILL_BIN,) if args.only_capacity else (SECKILL_BIN, LOCKCTL_BIN)
+    for binary in needed:
         if not os.access(binary, os.X_OK):
             raise SetupError(f"{binary} missing: run scripts/bench.sh (it builds the binaries)")
-    for tool in ("pgbench", "redis-cli", "redis-benchmark"):
+    capacity = [] if args.no_capacity or args.only_locks else capacity_specs(mode, cfg.capacity_s)
+    for tool in ("pgbench", "redis-cli", "redis-benchmark") + (("wrk",) if capacity else ()):
         if not shutil.which(tool):
-            raise SetupError(f"{tool} not found on PATH")
+            raise SetupError(f"{tool} not found on PATH (scripts/bench.sh installs it)")
     # Throughput cells: no arrival buys more than 2 units, so this stock cannot run out during the
     # load (and lasts well over 15 s at the offered rate).
     tp_cfg = cfg.with_overrides(total=cfg.rate * cfg.duration_s * 2, users=THROUGHPUT_USERS)
     return Plan(mode, cfg, tp_cfg, LoadModel.read(), strategies, [int(x) for x in args.shards.split(",") if x.strip()],
-                throughput, latency, redis_url, database_url, backends)
+                throughput, latency, redis_url, database_url, backends, capacity)
 
 
 def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
@@ -145,7 +159,11 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
             "latency_cells": [f"{n}/{sh}" for n, sh in plan.latency], "latency_fractions": list(LATENCY_FRACTIONS),
             "latency_duration_s": args.latency_duration, "only_locks": args.only_locks,
-            "pipeline": ceilings.PIPELINE, "lock_backends": [be.name for be in plan.backends]}
+            "pipeline": ceilings.PIPELINE, "lock_backends": [be.name for be in plan.backends],
+            "only_capacity": args.only_capacity, "capacity_cells": [c.label for c in plan.capacity],
+            "capacity": {"duration_s": cfg.capacity_s, "connections_per_instance": WRK_CONNECTIONS,
+                         "threads_per_wrk": WRK_THREADS, "wrk_timeout_s": WRK_TIMEOUT_S, "total": CAPACITY_STOCK,
+                         "users": THROUGHPUT_USERS, "hot_users": HOT_USERS}}
 
 
 def start_instances(plan: Plan, run_dir: Path, token: str) -> list[Instance]:
@@ -172,10 +190,22 @@ def run_one(ctx: CellContext, spec: CellSpec, n: int, of: int, res: RunResult) -
     cell = run_cell(ctx, spec)
     log(describe(cell))
     res.violations.extend(cell.violations)
+    instances_alive(ctx)
+    return cell
+
+
+def instances_alive(ctx: CellContext) -> None:
     for inst in ctx.instances:
         if inst.proc.poll() is not None:
             raise SetupError(f"seckill #{inst.idx} died (exit {inst.proc.returncode}); see {inst.log_path}")
-    return cell
+
+
+def run_wrk_cells(plan: Plan, ctx: CellContext, res: RunResult) -> None:
+    """The wrk cells (capacity.py), after the k6 ones: their load is far heavier."""
+    res.capacity = run_capacity(ctx, plan.capacity, plan.model)
+    for c in res.capacity:
+        res.violations.extend(c.violations)
+    instances_alive(ctx)
 
 
 def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunResult) -> None:
@@ -298,7 +328,11 @@ def main(argv=None) -> int:
         else:
             token = secrets.token_urlsafe(24)
             instances = start_instances(plan, run_dir, token)
-            run_matrix(plan, args, CellContext(pg, redis, instances, token, run_id, run_dir), res)
+            ctx = CellContext(pg, redis, instances, token, run_id, run_dir)
+            if not args.only_capacity:
+                run_matrix(plan, args, ctx, res)
+            if plan.capacity:
+                run_wrk_cells(plan, ctx, res)
     except (SetupError, KeyboardInterrupt) as e:
         log(f"ERROR: {e}")
         res.violations.append(f"run aborted: {e}")
@@ -310,7 +344,7 @@ def main(argv=None) -> int:
             log(f"seckill #{inst.idx} stopped (exit {code})")
 
     # Ceilings and locks with the instances stopped: they would only steal CPU.
-    if rc == 0 and not args.no_ceilings:
+    if rc == 0 and not args.no_ceilings and not args.only_capacity:
         try:
             run_ceilings_and_locks(plan, args, pg, redis, res, run_dir)
         except (SetupError, KeyboardInterrupt) as e:
@@ -326,7 +360,10 @@ def main(argv=None) -> int:
     res.machine["loadavg_end"] = list(os.getloadavg())
     res.finished_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     res.duration_s = round(time.monotonic() - t_start, 1)
-    res.targets = evaluate_targets(res.strategies, res.ceilings, res.lockkit, args.smoke)
+    if args.only_capacity:
+        res.targets = [] if args.smoke else capacity_targets(res.capacity)
+    else:
+        res.targets = evaluate_targets(res.strategies, res.ceilings, res.lockkit, args.smoke, res.capacity)
     write_results(res, results, stamp, complete=rc == 0)
     print_summary(res)
     if res.violations:

@@ -1,5 +1,6 @@
 """Where the CPU went: utime + stime from /proc, per process group around a cell (the CPU
-profile) and per Redis server around a lock run (Redis CPU per pair)."""
+profile, and the wrk cells' CPU per order) and per Redis server around a lock run (Redis CPU per
+pair)."""
 
 from __future__ import annotations
 
@@ -83,20 +84,16 @@ def process_ticks() -> dict[int, tuple[str, int]]:
 
 
 def children_cpu_s() -> float:
-    """CPU seconds of this process's waited-for children so far (k6 and its wrapper)."""
+    """CPU seconds of this process's waited-for children so far (k6 and its wrapper, wrk)."""
     t = os.times()
     return t.children_user + t.children_system
 
 
-def cpu_profile(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], wall_s: float,
-                k6_cpu_s: float) -> dict:
-    """CPU used by each process group between two samples, in % of one core (a process that
-    started in between counts from zero; one that ended is missed, except k6, which has ended by
-    the second sample: its CPU time is `k6_cpu_s`, what this runner's waited-for children used)."""
-    if wall_s <= 0:
-        return {}
+def group_cpu_s(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]]) -> dict[str, float]:
+    """CPU seconds each process group used between two `process_ticks` samples (a process that
+    started in between counts from zero; one that ended is missed), and under "busy" the whole
+    machine's (when both samples have it)."""
     used: dict[str, float] = {g: 0.0 for g in PROFILE_GROUPS}
-    used["k6"] = k6_cpu_s * CLK_TCK
     for pid, (comm, ticks) in after.items():
         if pid == 0:
             continue
@@ -105,9 +102,25 @@ def cpu_profile(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, 
         for group, name in PROFILE_GROUPS.items():
             if comm == name:
                 used[group] += delta
-    pct: dict = {g: round(t / CLK_TCK / wall_s * 100, 1) for g, t in used.items()}
+    out = {g: t / CLK_TCK for g, t in used.items()}
     if 0 in before and 0 in after:
-        total = (after[0][1] - before[0][1]) / CLK_TCK / wall_s * 100
+        out["busy"] = (after[0][1] - before[0][1]) / CLK_TCK
+    return out
+
+
+def cpu_profile(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], wall_s: float,
+                k6_cpu_s: float) -> dict:
+    """CPU used by each process group between two samples, in % of one core (see `group_cpu_s`;
+    k6 has ended by the second sample: its CPU time is `k6_cpu_s`, what this runner's waited-for
+    children used)."""
+    if wall_s <= 0:
+        return {}
+    used = group_cpu_s(before, after)
+    busy = used.pop("busy", None)
+    used["k6"] += k6_cpu_s
+    pct: dict = {g: round(s / wall_s * 100, 1) for g, s in used.items()}
+    if busy is not None:
+        total = busy / wall_s * 100
         pct["other"] = round(max(total - sum(pct.values()), 0.0), 1)
         pct["busy"] = round(total, 1)
     pct["cores"] = os.cpu_count() or 0

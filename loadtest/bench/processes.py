@@ -1,6 +1,7 @@
-"""The processes a run starts and talks to: bounded subprocess runs, k6 runs, the two seckill
-instances (started by scripts/server.sh on port 0, their address read from the file the
-instance writes, stopped by their own pid), and HTTP/Prometheus access to them.
+"""The processes a run starts and talks to: bounded subprocess runs, k6 runs, load generators
+run side by side (wrk, one per instance), the two seckill instances (started by
+scripts/server.sh on port 0, their address read from the file the instance writes, stopped by
+their own pid), and HTTP/Prometheus access to them.
 
 Nothing here measures anything by itself; the cells, ceilings and lock benchmarks do.
 """
@@ -66,21 +67,58 @@ def run_k6(script: Path, env: dict[str, str], log_path: Path, timeout: float, co
     with open(log_path, "wb") as out:
         proc = subprocess.Popen([*cmd, str(script)], env={**os.environ, **env}, cwd=ROOT, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            log(f"k6 {script.name} exceeded {timeout:.0f}s; stopping it (pid {proc.pid})")
-            proc.send_signal(signal.SIGTERM)
+        return wait_or_stop([proc], timeout, f"k6 {script.name}")[0]
+
+
+def run_together(cmds: list[list[str]], log_paths: list[Path], timeout: float, what: str) -> list[int]:
+    """Starts every command at once (each one's output in its log), waits for all of them, and
+    returns their exit statuses (-1 for one that had to be stopped). Bounded like `run_k6`: past
+    `timeout` (from the start) or when interrupted, each is stopped by its own pid."""
+    procs: list[subprocess.Popen] = []
+    outs = [open(path, "wb") for path in log_paths]
+    try:
+        for cmd, out in zip(cmds, outs, strict=True):
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        return wait_or_stop(procs, timeout, what)
+    except BaseException:  # e.g. the second could not start: the first must not outlive the run
+        _kill(procs)
+        raise
+    finally:
+        for out in outs:
+            out.close()
+
+
+def wait_or_stop(procs: list[subprocess.Popen], timeout: float, what: str) -> list[int]:
+    """Waits for the processes until `timeout` seconds from now; one still running then gets
+    SIGTERM, SIGKILL 20 s later, by its own pid (-1 when it exited 0 anyway). Interrupted, it kills
+    them before re-raising: nothing is left behind."""
+    deadline = time.monotonic() + timeout
+    codes = []
+    try:
+        for proc in procs:
             try:
-                rc = proc.wait(timeout=20)
+                codes.append(proc.wait(timeout=max(deadline - time.monotonic(), 0.1)))
             except subprocess.TimeoutExpired:
-                proc.kill()
-                rc = proc.wait()
-            return rc if rc else -1
-        except BaseException:
+                log(f"{what} exceeded {timeout:.0f}s; stopping it (pid {proc.pid})")
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    rc = proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    rc = proc.wait()
+                codes.append(rc if rc else -1)
+    except BaseException:
+        _kill(procs)
+        raise
+    return codes
+
+
+def _kill(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
-            raise
 
 
 def read_json(path: Path) -> dict:

@@ -1,5 +1,6 @@
-"""Where a run's result goes: the files in loadtest/results (smoke: smoke-latest.json only; an
-aborted full run leaves the latest.* of the last complete one alone) and the console summary."""
+"""Where a run's result goes: the files in loadtest/results (smoke: smoke-latest.json only;
+--only-capacity: capacity-latest.json and .md only; an aborted full run leaves the latest.* of the
+last complete one alone) and the console summary."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from . import locks
 from .processes import log, rel
-from .report_md import LATENCY_SVG, fmt, markdown
+from .report_md import LATENCY_SVG, fmt, markdown, wrk_cost
 from .report_svg import svg_chart, svg_latency
 from .result import RunResult, prune_results
 
@@ -19,6 +20,11 @@ def write_results(res: RunResult, results: Path, stamp: str, complete: bool) -> 
     if res.mode == "smoke":
         res.files["json"] = path("smoke-latest.json")
         (results / "smoke-latest.json").write_text(res.dumps())
+        return
+    if res.settings.get("only_capacity"):  # a quick iteration must not replace the full run's latest.*
+        res.files.update({"json": path("capacity-latest.json"), "markdown": path("capacity-latest.md")})
+        (results / "capacity-latest.json").write_text(res.dumps())
+        (results / "capacity-latest.md").write_text(markdown(res))
         return
     res.files["json"] = path(f"{stamp}.json")
     if complete:
@@ -51,6 +57,13 @@ def print_summary(res: RunResult) -> None:
               f"{fmt(c.sold):>7} {fmt(c.oversold):>5} {fmt(c.stranded):>6} {fmt(c.acked_missing):>4} {c.busy:>6} {c.errors:>4} "
               f"{c.dropped_iterations:>6} {fmt(c.redis_cmds_per_order, 3):>7} {fmt(c.pg_commits_per_order, 3):>6}  "
               f"{c.k6_verdict}({c.k6_exit})")
+    if res.capacity:
+        print(f"{'wrk cell':32} {'orders/s':>9} {'decided/s':>9} {'requests':>9} {'non-2xx':>8} {'503':>6} {'p50ms':>7} "
+              f"{'p99ms':>7} {'µs/order (sk+pg+rd=total)':>26} {'wrk µs/req':>10}")
+        for c in res.capacity:
+            print(f"{c.name:32} {c.orders_per_sec:>9.0f} {c.decided_per_sec:>9.0f} {c.requests:>9} {c.requests - c.ok_2xx:>8} "
+                  f"{c.busy_503:>6} {fmt(c.p50_ms, 1):>7} {fmt(c.p99_ms, 1):>7} {wrk_cost(c):>26} {fmt(c.wrk_us_per_request, 1):>10}"
+                  + ("  VIOLATION" if c.violations else ""))
     if res.ceilings:
         print(f"http_ok_per_sec {(res.ceilings.get('http') or {}).get('http_ok_per_sec')}, "
               f"pg_order_tps {res.ceilings.get('pg_order_tps')}, redis_pairs_per_sec (C=50) {res.ceilings.get('redis_pairs_per_sec')}")

@@ -3,6 +3,7 @@ text out; one function per section."""
 
 from __future__ import annotations
 
+from .capacity import WrkResult, box_cpu_pct
 from .cells import CellResult
 from .latency import point_flag
 from .locks import CONTENDED_C, LOCK_CONCURRENCIES, PEER_LIBRARIES, REDLOCK_PEERS
@@ -42,11 +43,14 @@ def provenance(res: RunResult) -> str:
 def header(res: RunResult) -> list[str]:
     m, s = res.machine, res.settings
     L = [f"# seckill comparison: {res.started_at}", "",
-         f"{provenance(res)}, mode **{res.mode}**, {res.duration_s:.0f} s wall. Machine: {m.get('nproc')} CPU "
+         f"{provenance(res)}, mode **{res.mode}**{' (--only-capacity)' if s.get('only_capacity') else ''}, "
+         f"{res.duration_s:.0f} s wall. Machine: {m.get('nproc')} CPU "
          f"({m.get('cpu_model')}), kernel {m.get('kernel')}, Redis {m.get('redis_server')}, PostgreSQL "
          f"{m.get('postgres_server')}, {m.get('k6')}. Load average at start "
-         f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_start', []))}.", "",
-         f"Each mission cell: a fresh sale of {s['total']} units (per-user limit {s['per_user_limit']}, quantity mix "
+         f"{', '.join(f'{x:.2f}' for x in m.get('loadavg_start', []))}.", ""]
+    if s.get("only_capacity"):
+        return L
+    L += [f"Each mission cell: a fresh sale of {s['total']} units (per-user limit {s['per_user_limit']}, quantity mix "
          f"{s['qty_mix']}, {s['replay_fraction'] * 100:.0f}% replays, {s['invalid_fraction'] * 100:.0f}% invalid requests: "
          f"the k6 library's defaults), k6 open model at {s['rate']} arrivals/s for {s['duration_s']} s over two instances "
          f"(max {s['max_vus']} VUs). orders/s = orders committed / (time from the start of the load until the last order "
@@ -63,6 +67,52 @@ def header(res: RunResult) -> list[str]:
           "`acked missing`: orders k6 was answered 201 for (by Idempotency-Key, from k6's console log) that the "
           "orders table does not have. The audit cannot see those; it must be 0 for every strategy.", "",
           "![orders/s and oversold per strategy](latest.svg)", ""]
+    return L
+
+
+def wrk_cost(c: WrkResult) -> str:
+    """Server CPU µs per order as `seckill + postgres + redis = total` (per request for the cells
+    whose orders stop early or do not exist: hot users, the HTTP floor)."""
+    cost = c.cpu_us_per_request if c.kind in ("hot-users", "healthz") else c.cpu_us_per_order
+    if not cost:
+        return "-"
+    return f"{fmt(cost['seckill'])} + {fmt(cost['postgres'])} + {fmt(cost['redis'])} = {fmt(cost['total'])}"
+
+
+def capacity_rows(res: RunResult) -> list[str]:
+    """The wrk cells: capacity, retry storm, hot users and the HTTP floor."""
+    if not res.capacity:
+        return []
+    cap = res.settings.get("capacity") or {}
+    L = ["## Capacity, retry storm and hot users (wrk)", "",
+         f"wrk, one process per instance ({cap.get('connections_per_instance')} connections each, every one sending its "
+         f"next request as soon as the answer arrives: a closed loop at saturation), {cap.get('duration_s')} s per cell, "
+         f"a fresh sale of {fmt(cap.get('total'))} units over 20 shards (it outlasts the load). **capacity**: a fresh "
+         f"Idempotency-Key per request, users from {fmt(cap.get('users'))} ids, the k6 library's quantity mix. "
+         "**storm**: the same, but both instances receive the identical sequence (same keys, users, quantities) at "
+         "once: each key may make one order, the other instance must answer its replay. **hot users**: fresh keys, "
+         f"all orders from {cap.get('hot_users')} users, so after a few hundred orders every answer is a per-user "
+         "refusal (409, expected). **healthz floor**: `GET /healthz`. orders/s = orders in PostgreSQL / wrk's load "
+         "time (redis-gate: after its queue drained); decided/s = answers 201, 200 or 409 per second. p50/p99: "
+         "wrk's, the worse of the two instances. Server CPU: utime + stime of every seckill, postgres and "
+         "redis-server process (`/proc`) from the start of the load to the end of the drain, per order (per request "
+         "for hot users and the floor); wrk µs/request: wrk's own CPU (a waited-for child); box CPU %: the whole "
+         f"machine's over the same window, in % of one core ({res.machine.get('nproc')} cores = {(res.machine.get('nproc') or 0) * 100}%).", ""]
+    rows = []
+    for c in res.capacity:
+        per = "request" if c.kind in ("hot-users", "healthz") else "order"
+        rows.append([c.kind, c.strategy or "-", fmt(c.orders_per_sec) if c.strategy else "-", fmt(c.decided_per_sec),
+                     fmt(c.orders) if c.strategy else "-", fmt(c.requests), fmt(c.requests - c.ok_2xx), fmt(c.busy_503),
+                     fmt(c.server_5xx), fmt(c.socket_errors), fmt(c.p50_ms, 1), fmt(c.p99_ms, 1), wrk_cost(c), per,
+                     fmt(c.wrk_us_per_request, 1), fmt(box_cpu_pct(c)),
+                     "ok" if not c.violations else "**VIOLATION**"])
+    L += table(["cell", "strategy", "orders/s", "decided/s", "orders", "requests", "non-2xx", "503", "other 5xx",
+                "no answer", "p50 ms", "p99 ms", "server CPU µs (seckill + postgres + redis = total)", "per",
+                "wrk µs/request", "box CPU %", "check"], "llrrrrrrrrrrrlrrl", rows)
+    kinds = [f"- {c.name}: " + ", ".join(f"{k} {fmt(n)}" for k, n in c.answers.items() if not k.isdigit())
+             for c in res.capacity if any(not k.isdigit() for k in c.answers)]
+    if kinds:
+        L += ["Answers >= 400 by error code:", ""] + kinds + [""]
     return L
 
 
@@ -264,6 +314,11 @@ def notes(res: RunResult) -> list[str]:
             out.append(f"{c.name}: the stock ran out during the load: orders/s is not a steady-state rate")
         if c.service_log["warn"] or c.service_log["error"]:
             out.append(f"{c.name}: service log {c.service_log['warn']} WARN, {c.service_log['error']} ERROR lines")
+    for c in res.capacity:
+        if c.service_log["warn"] or c.service_log["error"]:
+            out.append(f"{c.name} (wrk): service log {c.service_log['warn']} WARN, {c.service_log['error']} ERROR lines")
+        if c.drain and not c.drain.startswith("200"):
+            out.append(f"{c.name} (wrk): the gate's queue did not drain: {c.drain[:200]}")
     dropped = [c.dropped_iterations for c in res.strategies]
     if any(dropped):
         out.append(f"k6 dropped {min(dropped)} to {max(dropped)} arrivals per mission/throughput cell: with "
@@ -282,10 +337,12 @@ def notes(res: RunResult) -> list[str]:
 
 
 def markdown(res: RunResult) -> str:
-    L = header(res) + strategy_rows(res) + cpu_rows(res.strategies) + lock_internal_rows(res.strategies)
-    L += latency_rows(res) + ceiling_rows(res)
-    if res.lockkit.get("backends"):
-        L += peers_rows(res.lockkit) + backend_rows(res.lockkit)
+    L = header(res) + capacity_rows(res)
+    if not res.settings.get("only_capacity"):  # --only-capacity ran nothing else
+        L += strategy_rows(res) + cpu_rows(res.strategies) + lock_internal_rows(res.strategies)
+        L += latency_rows(res) + ceiling_rows(res)
+        if res.lockkit.get("backends"):
+            L += peers_rows(res.lockkit) + backend_rows(res.lockkit)
     L += target_rows(res) + notes(res)
     L += [f"Raw data: `{res.files.get('json')}` (k6 summaries and service logs of this run under `{res.files.get('run_dir')}`).", ""]
     return "\n".join(L)

@@ -8,10 +8,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .capacity import WrkResult
 from .cells import CellResult
 from .targets import Target
 
-SCHEMA = 2  # 2: cells as flat objects with `cell` in mission/throughput/latency, `latency`, acked checks
+SCHEMA = 3  # 2: cells as flat objects with `cell` in mission/throughput/latency, `latency`, acked checks; 3: `capacity`
 _TIMESTAMPED = re.compile(r"^\d{8}T\d{6}Z\.json$")
 
 
@@ -27,6 +28,7 @@ class RunResult:
     ceilings: dict = field(default_factory=dict)
     strategies: list[CellResult] = field(default_factory=list)
     latency: list[CellResult] = field(default_factory=list)
+    capacity: list[WrkResult] = field(default_factory=list)  # the wrk cells
     lockkit: dict = field(default_factory=dict)
     targets: list[Target] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -43,7 +45,7 @@ class RunResult:
         out = {"schema": SCHEMA}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if name in ("strategies", "latency"):
+            if name in ("strategies", "latency", "capacity"):
                 out[name] = [c.to_json() for c in value]
             elif name == "targets":
                 out[name] = [asdict(t) for t in value]

@@ -26,6 +26,8 @@ K6_SCRIPT = ROOT / "loadtest" / "k6" / "seckill.js"
 K6_HEALTHZ = ROOT / "loadtest" / "k6" / "healthz.js"
 K6_LIB = ROOT / "loadtest" / "k6" / "lib" / "seckill.js"
 K6_WRAPPER = ROOT / "scripts" / "k6.sh"
+WRK_ORDERS = ROOT / "loadtest" / "wrk" / "orders.lua"
+WRK_HEALTHZ = ROOT / "loadtest" / "wrk" / "healthz.lua"
 # The project's one way to start a seckill instance (loadtest/bench/processes.py calls it).
 SERVER_SCRIPT = ROOT / "scripts" / "server.sh"
 PEERS_RUN = ROOT / "loadtest" / "peers" / "run.sh"
@@ -45,6 +47,21 @@ LATENCY_DURATION_S = 10
 # flush their transaction counters when idle, at most once a second.
 PG_STATS_SETTLE_S = 1.5
 SHARDS = [1, 20]
+# The wrk cells (capacity.py): the three designs the choice is between, 20 shards, a stock that
+# outlasts 8 s at 35 000 orders/s (1.3 units each on average), far above what this box reaches.
+CAPACITY_STRATEGIES = ["owned-shards", "db-atomic", "redis-gate"]
+CAPACITY_SHARDS = 20
+CAPACITY_STOCK = 400_000
+# The hot-users cell's buyers, shared by both instances: with the per-user limit of 2 units they
+# are served out within the first few hundred orders, and the rest of the load is refused per user.
+HOT_USERS = 200
+# Per instance: one wrk process of one thread (two processes, two cores) with this many
+# connections each, every one sending its next request as soon as the answer arrives.
+WRK_CONNECTIONS = 64
+WRK_THREADS = 1
+# wrk's own request timeout, above the service's 2 s request deadline: an order the service
+# cannot finish in time is seen as its 503 busy answer, not as a client timeout.
+WRK_TIMEOUT_S = 5
 # The service's request deadline (seckill's default): an order not done by then is answered busy.
 REQUEST_DEADLINE_MS = 2000
 INSTANCES = 2
@@ -70,6 +87,8 @@ class Preset:
     redis_n_pipelined: dict[int, int] = field(default_factory=dict)
     lock_ms: int = 3000
     peers: bool = True
+    # seconds of wrk load per capacity cell (capacity.py)
+    capacity_s: int = 8
 
     def with_overrides(self, **values: int | bool | None) -> "Preset":
         return replace(self, **{k: v for k, v in values.items() if v is not None})
@@ -95,7 +114,7 @@ PRESETS = {
     # the load (~2 s more per cell).
     "smoke": Preset(total=300, rate=1000, duration_s=3, max_vus=100, users=10000, pg_seconds=2, pg_clients=20,
                     redis_n={1: 4000, 16: 20000, 50: 20000, 64: 20000},
-                    redis_n_pipelined={1: 20000, 16: 50000, 64: 50000}, lock_ms=500, peers=False),
+                    redis_n_pipelined={1: 20000, 16: 50000, 64: 50000}, lock_ms=500, peers=False, capacity_s=2),
 }
 
 # envStr('NAME', 'default') / envNum('NAME', 0.05, ...) / envBool('NAME', false) in the k6 library.

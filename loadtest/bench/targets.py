@@ -1,10 +1,12 @@
 """The speed and correctness targets of a run, as PASS/MISS with a detail line. Pure: built from
-the cells, the ceilings and the lock section; never changes the exit status (the violations do)."""
+the cells, the ceilings, the lock section and the wrk cells; never changes the exit status (the
+violations do)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .capacity import WrkResult
 from .cells import CellResult
 from .ceilings import PIPELINE
 from .locks import LOCK_CONCURRENCIES, PEER_LIBRARIES
@@ -21,6 +23,16 @@ TARGETS_DOC = {
     "no_oversell": "zero oversold and zero stranded for every strategy except none (owned-unfenced included)",
     "no_lost_acks": "every order acknowledged to a client (201) is in the orders table, every strategy",
     "none_oversells": "none oversells (the control shows the race is real)",
+    "capacity_owned_vs_db_atomic": "capacity (wrk): owned-shards >= 4x db-atomic in orders/s",
+    "capacity_owned_vs_redis_gate": "capacity (wrk): owned-shards >= 1.5x redis-gate in orders/s",
+    "capacity_owned_cpu": "capacity (wrk): owned-shards <= 100 µs of server CPU per order (seckill + PostgreSQL + Redis)",
+    "capacity_owned_pg_cpu": "capacity (wrk): owned-shards <= 60 µs of PostgreSQL CPU per order",
+    "capacity_owned_seckill_cpu": "capacity (wrk): owned-shards <= 40 µs of seckill CPU per order",
+    "storm_owned_clean": "retry storm (wrk, every order sent to both instances at once): owned-shards answers no 5xx and no 503",
+    "storm_owned_vs_db_atomic": "retry storm (wrk): owned-shards >= 2x db-atomic in orders/s",
+    "hot_owned_clean": "hot users (wrk, 200 buyers): owned-shards answers no 5xx and no 503",
+    "hot_owned_vs_db_atomic": "hot users (wrk): owned-shards >= 2x db-atomic in decided answers/s (201, 200, 409: the "
+                              "orders themselves stop at 200 users x the per-user limit)",
 }
 
 
@@ -147,5 +159,44 @@ def correctness_targets(cells: list[CellResult]) -> list[Target]:
     ]
 
 
-def evaluate_targets(cells: list[CellResult], ceilings: dict, lk: dict, smoke: bool) -> list[Target]:
-    return lock_targets(lk, smoke) + strategy_targets(cells, ceilings) + correctness_targets(cells)
+def _clean(key: str, c: WrkResult | None) -> Target:
+    if c is None:
+        return _t(key, False, "not run")
+    return _t(key, c.busy_503 == 0 and c.server_5xx == 0,
+              f"{c.busy_503} answers 503, {c.server_5xx} other 5xx, of {c.requests} requests")
+
+
+def capacity_targets(cells: list[WrkResult]) -> list[Target]:
+    """The wrk cells' targets (none when no wrk cell ran, e.g. smoke or --no-capacity)."""
+    if not cells:
+        return []
+    by = {(c.kind, c.strategy): c for c in cells}
+
+    def vs(key: str, kind: str, other: str, floor: float, attr: str = "orders_per_sec", unit: str = "orders/s") -> Target:
+        o, x = by.get((kind, "owned-shards")), by.get((kind, other))
+        num, den = (getattr(o, attr) if o else None), (getattr(x, attr) if x else None)
+        return _ratio(key, num, den, floor, lambda r: f"{num:.0f} / {den:.0f} {unit} = x{r:.2f}")
+
+    cap = by.get(("capacity", "owned-shards"))
+    cost = (cap.cpu_us_per_order if cap else None) or {}
+    out = [vs("capacity_owned_vs_db_atomic", "capacity", "db-atomic", 4.0),
+           vs("capacity_owned_vs_redis_gate", "capacity", "redis-gate", 1.5)]
+    for key, part, limit in (("capacity_owned_cpu", "total", 100), ("capacity_owned_pg_cpu", "postgres", 60),
+                             ("capacity_owned_seckill_cpu", "seckill", 40)):
+        v = cost.get(part)
+        out.append(_t(key, False, "no data") if v is None else
+                   _t(key, v <= limit, f"{v:.0f} µs per order (seckill {cost['seckill']:.0f} + PostgreSQL "
+                                       f"{cost['postgres']:.0f} + Redis {cost['redis']:.0f} = {cost['total']:.0f}; "
+                                       f"{cap.orders} orders)"))
+    out += [_clean("storm_owned_clean", by.get(("storm", "owned-shards"))),
+            vs("storm_owned_vs_db_atomic", "storm", "db-atomic", 2.0),
+            _clean("hot_owned_clean", by.get(("hot-users", "owned-shards"))),
+            vs("hot_owned_vs_db_atomic", "hot-users", "db-atomic", 2.0, "decided_per_sec", "decided answers/s")]
+    return out
+
+
+def evaluate_targets(cells: list[CellResult], ceilings: dict, lk: dict, smoke: bool,
+                     capacity: list[WrkResult] | None = None) -> list[Target]:
+    """Every target of a run; the wrk cells' only outside smoke mode (its storm cell is a check)."""
+    return (lock_targets(lk, smoke) + strategy_targets(cells, ceilings) + correctness_targets(cells)
+            + ([] if smoke else capacity_targets(capacity or [])))
