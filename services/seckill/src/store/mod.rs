@@ -49,7 +49,12 @@ impl Db {
             url.parse().map_err(|_| StoreError::Config("DATABASE_URL is not a valid postgres URL".into()))?;
         let mut critical = general.clone();
         let bound_ms = critical_bound.as_millis().max(1);
-        let options = format!("{} -c statement_timeout={bound_ms} -c lock_timeout={bound_ms}", general.get_options().unwrap_or_default());
+        // A lock wait ends before the statement's own bound, so that losing to another
+        // transaction reads as contention (55P03: rolled back, nothing written, the owner keeps
+        // its shards) and not as a database too slow to answer (57014). With equal bounds the
+        // statement timeout, which started first, always fired first.
+        let lock_ms = (bound_ms * 3 / 4).max(1);
+        let options = format!("{} -c statement_timeout={bound_ms} -c lock_timeout={lock_ms}", general.get_options().unwrap_or_default());
         critical
             .options(options.trim())
             .tcp_user_timeout(critical_bound)

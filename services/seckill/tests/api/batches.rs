@@ -373,3 +373,47 @@ async fn control_arrival_order_batches_deadlock_on_the_same_keys() {
 
     assert!(outcomes.iter().any(|o| o.as_ref().is_err_and(|code| code == "40P01")), "a deadlock: {outcomes:?}");
 }
+
+/// A batch that loses to another transaction (here one that holds the buyer's row past the
+/// batch's `lock_timeout`) wrote nothing, and the database answers: the owner keeps its shard,
+/// its order rides in the next batch and is committed once the row is free, and the instance
+/// goes into no "database trouble" back-off (the next order is taken at once). Before, such a
+/// batch gave the shards back and answered 503 for a while.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_that_lost_to_contention_keeps_its_shard_and_its_order() {
+    let mut settings = test_settings();
+    settings.owner_write_timeout = Duration::from_millis(400);
+    let app = spawn_app_with(settings).await;
+    let sku = app.create_sale(big_sale(2)).await;
+    assert_eq!(app.order(&sku, "warm", 1, Some("warm-1")).await.status(), StatusCode::CREATED);
+    let fences = |body: Value| -> Vec<i64> { body["shards"].as_array().unwrap().iter().map(|s| s["fence"].as_i64().unwrap()).collect() };
+    let owned_before = fences(app.get_json(&format!("/v1/sales/{sku}/owners")).await.1);
+    let requeued_before = requeued_batches(&app).await;
+    let mut holder = db().await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute("INSERT INTO user_purchases VALUES ($1, 'blocked', 0)", &[&sku]).await.unwrap();
+
+    let blocked = {
+        let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
+        tokio::spawn(async move {
+            http.post(url)
+                .header("Idempotency-Key", "blocked-1")
+                .json(&json!({"user_id": "blocked", "quantity": 1}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    assert!(eventually(async || requeued_batches(&app).await > requeued_before).await, "the batch lost to the held row");
+    hold.rollback().await.unwrap();
+
+    assert_eq!(blocked.await.unwrap(), StatusCode::CREATED, "its order rode in the next batch");
+    assert_eq!(app.order(&sku, "after", 1, Some("after-1")).await.status(), StatusCode::CREATED, "no back-off");
+    let owned_after = fences(app.get_json(&format!("/v1/sales/{sku}/owners")).await.1);
+    assert!(
+        owned_before.iter().all(|f| owned_after.contains(f)),
+        "the shard is still owned under its fence: {owned_before:?} -> {owned_after:?}"
+    );
+    assert_eq!(app.audit(&sku).await["consistent"], true);
+}
