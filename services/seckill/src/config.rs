@@ -111,6 +111,10 @@ pub enum Failpoint {
     /// `gate-after-decrement`: a `redis-gate` order aborts the process (as `kill -9` would) right
     /// after its Lua decrement and before its stream write: the units are taken, no order exists.
     GateAfterDecrement,
+    /// `hold-batch-answers`: an owner's batcher holds each batch's answer, once PostgreSQL has
+    /// given it, until the test calls [`crate::failpoint::release_batch_answers`]: the window in
+    /// which a shard can be lost and claimed again while the answer is on its way.
+    HoldBatchAnswers,
 }
 
 impl std::str::FromStr for Failpoint {
@@ -119,7 +123,8 @@ impl std::str::FromStr for Failpoint {
     fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s {
             "gate-after-decrement" => Ok(Self::GateAfterDecrement),
-            _ => Err(ConfigError("SECKILL_FAILPOINT must be gate-after-decrement (tests only)".into())),
+            "hold-batch-answers" => Ok(Self::HoldBatchAnswers),
+            _ => Err(ConfigError("SECKILL_FAILPOINT must be gate-after-decrement or hold-batch-answers (tests only)".into())),
         }
     }
 }

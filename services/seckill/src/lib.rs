@@ -21,6 +21,7 @@
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod failpoint;
 pub mod inventory;
 pub mod routes;
 pub mod startup;

@@ -101,6 +101,7 @@ impl Application {
             linger: settings.batch_linger,
             lease_margin: settings.owner_lease_margin,
             lock_order: if settings.batch_sorted_locks { LockOrder::Ascending } else { LockOrder::Arrival },
+            failpoint: settings.failpoint,
         };
         let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);
         let inventory = web::Data::new(Inventory::new(

@@ -3,6 +3,7 @@
 
 mod order;
 mod sale;
+mod shard_claim;
 mod shard_id;
 mod sku;
 mod strategy;
@@ -10,6 +11,7 @@ mod user_id;
 
 pub use order::{OrderBody, OrderRequest, Quantity};
 pub use sale::{Sale, SaleSpec, SaleSpecBody};
+pub use shard_claim::ShardClaim;
 pub use shard_id::ShardId;
 pub use sku::Sku;
 pub use strategy::{Fencing, GateAck, StrategyKind};

@@ -14,16 +14,14 @@ use tokio_postgres::types::Type;
 use super::{Db, StoreError};
 use crate::{
     domain::Sale,
-    domain::{Fencing, OrderRequest, ShardId},
+    domain::{Fencing, OrderRequest, ShardClaim, ShardId},
 };
 
 /// A shard of a batch as its owner knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchShard {
-    /// The shard.
-    pub shard: ShardId,
-    /// The owner's fence for it.
-    pub fence: Fence,
+    /// The shard and the owner's fence for it.
+    pub claim: ShardClaim,
     /// Its stock as the owner last wrote (or claimed) it.
     pub committed: i64,
     /// Until when the owner's lease on the shard's lock is known to hold (its own clock, from
@@ -36,8 +34,8 @@ pub struct BatchShard {
 pub struct BatchOrder<'a> {
     /// The request.
     pub request: &'a OrderRequest,
-    /// Units per shard, in ascending shard order.
-    pub parts: &'a [(ShardId, u32)],
+    /// Units per shard (as claimed when the order was decided), in ascending shard order.
+    pub parts: &'a [(ShardClaim, u32)],
 }
 
 /// In which order a batch takes the rows that other instances' batches may want too (users and
@@ -141,8 +139,8 @@ impl Db {
         orders: &[BatchOrder<'_>],
         bound: Duration,
     ) -> Result<BatchOutcome, OwnerWriteError> {
-        let shard_ids: Vec<i32> = shards.iter().map(|s| s.shard.as_sql()).collect();
-        let fences: Vec<i64> = shards.iter().map(|s| s.fence.as_i64()).collect();
+        let shard_ids: Vec<i32> = shards.iter().map(|s| s.claim.shard.as_sql()).collect();
+        let fences: Vec<i64> = shards.iter().map(|s| s.claim.fence.as_i64()).collect();
         let committed: Vec<i32> = shards.iter().map(|s| s.committed as i32).collect();
         let leases: Vec<SystemTime> = shards.iter().map(|s| s.lease_until).collect();
         let users: Vec<&str> = orders.iter().map(|o| o.request.user_id.as_str()).collect();
@@ -150,9 +148,9 @@ impl Db {
         let keys: Vec<Option<&str>> = orders.iter().map(|o| o.request.idempotency_key.as_deref()).collect();
         let (mut part_order, mut part_shard, mut part_take) = (Vec::new(), Vec::new(), Vec::new());
         for (i, order) in orders.iter().enumerate() {
-            for &(shard, take) in order.parts {
+            for &(claim, take) in order.parts {
                 part_order.push(i as i32 + 1);
-                part_shard.push(shard.as_sql());
+                part_shard.push(claim.shard.as_sql());
                 part_take.push(take as i32);
             }
         }

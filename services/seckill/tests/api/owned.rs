@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chaos::faultproxy::{FaultProxy, Mode};
 use reqwest::StatusCode;
-use seckill::config::{Secret, Settings};
+use seckill::config::{Failpoint, Secret, Settings};
 use serde_json::{Value, json};
 
 use crate::{
@@ -224,6 +224,50 @@ async fn an_owner_that_lost_its_lease_stops_selling_from_memory() {
 
     assert_eq!(status, StatusCode::CREATED);
     assert!(second["fence"].as_i64().unwrap() > first["fence"].as_i64().unwrap());
+    assert_exact_so_far(&app.audit(&sku).await, 2);
+}
+
+/// The stock PostgreSQL holds for shard 0 of `sku`.
+async fn remaining_of_shard_0(sku: &str) -> i32 {
+    db().await.query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = 0", &[&sku]).await.unwrap().get(0)
+}
+
+/// A batch's answer that arrives after its shard was lost and claimed again belongs to the
+/// earlier claim: it must not subtract its units from the new claim's memory, which read the
+/// stock after that batch. (Before memory was keyed by claim, it did: the next batch wrote the
+/// stock one unit too low, and the audit found a stranded unit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_batch_answer_leaves_a_newer_claim_of_its_shard_alone() {
+    let mut settings = owner_settings();
+    settings.failpoint = Some(Failpoint::HoldBatchAnswers);
+    let app = spawn_app_with(settings).await;
+    let sku = app.create_sale(sale(10, 1, "owned-shards")).await;
+    // The first order's batch commits under the first claim; its answer is held.
+    let first = tokio::spawn({
+        let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
+        async move { http.post(url).json(&json!({"user_id": "first", "quantity": 1})).send().await.unwrap() }
+    });
+    let sku_ = sku.clone();
+    assert!(eventually(async || remaining_of_shard_0(&sku_).await == 9).await, "the first batch committed");
+    let first_fence = owned_fences(&app, &sku).await;
+    assert_eq!(first_fence.len(), 1);
+    // The lease is lost while the answer is on its way; the next order claims the shard again.
+    let mut redis = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("DEL").arg(format!("{{lockkit:seckill:{sku}:0}}")).query_async(&mut redis).await.unwrap();
+    assert!(eventually(async || owned_fences(&app, &sku).await.is_empty()).await, "the loss was noticed");
+    let second = tokio::spawn({
+        let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
+        async move { http.post(url).json(&json!({"user_id": "second", "quantity": 1})).send().await.unwrap() }
+    });
+    assert!(eventually(async || owned_fences(&app, &sku).await.first().is_some_and(|f| *f > first_fence[0])).await, "claimed again");
+
+    seckill::failpoint::release_batch_answers();
+
+    assert_eq!(first.await.unwrap().status(), StatusCode::CREATED);
+    assert_eq!(second.await.unwrap().status(), StatusCode::CREATED);
+    assert_eq!(remaining_of_shard_0(&sku).await, 8, "two units sold of ten");
+    let (_, owners) = app.get_json(&format!("/v1/sales/{sku}/owners")).await;
+    assert_eq!(owners["shards"][0]["committed"], 8, "memory agrees with the store: {owners}");
     assert_exact_so_far(&app.audit(&sku).await, 2);
 }
 

@@ -3,6 +3,11 @@
 //! request what became of its order. Orders decided while a batch is in flight form the next
 //! one, so the batch size grows with the load and the commits per order fall; below capacity a
 //! short linger (see `linger`) gathers a few more.
+//!
+//! A batch is sent under the claims (shard and fence) its orders were decided against, and its
+//! answer is applied only to those claims: if a shard was lost and claimed again while the batch
+//! was on the wire, the new claim read the stock after the batch, and the answer must not count
+//! its units a second time (see `owner`).
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,8 +17,9 @@ use super::{
     placement::Surrenders,
 };
 use crate::{
-    domain::ShardId,
-    store::{BatchOrder, BatchOutcome, Db, LockOrder, OrderOutcome, OrderRecord, OwnerWriteError},
+    config::Failpoint,
+    domain::ShardClaim,
+    store::{BatchOrder, BatchOutcome, BatchShard, Db, LockOrder, OrderOutcome, OrderRecord, OwnerWriteError},
 };
 
 /// What a batcher needs besides its owner.
@@ -37,6 +43,21 @@ pub(crate) struct BatchSettings {
     pub(crate) lease_margin: bool,
     /// In which order a batch takes users and keys (arrival order: the deadlock control).
     pub(crate) lock_order: LockOrder,
+    /// **Test only**: the failpoint, if one is enabled (the batcher honours `hold-batch-answers`).
+    pub(crate) failpoint: Option<Failpoint>,
+}
+
+/// Orders taken for one commit, and the claims they were decided against as the owner knew them
+/// when the batch was formed.
+struct Batch {
+    orders: Vec<Pending>,
+    shards: Vec<BatchShard>,
+}
+
+impl Batch {
+    fn claims(&self) -> Vec<ShardClaim> {
+        self.shards.iter().map(|s| s.claim).collect()
+    }
 }
 
 /// How often orders held back for a short lease look again whether the watchdog renewed it.
@@ -90,65 +111,73 @@ async fn linger(owner: &SaleOwner, longest: Duration) {
     }
 }
 
-/// Everything pending that can be written now. Orders on shards no longer owned (or whose lease
-/// is lost) are sent back for a retry. Orders on a shard whose lease has less than `margin` left
-/// (the most a write may take) stay pending, reserved, until the watchdog renews the lease or it
-/// is lost: a write is never started that could land after its owner's lease. `None` when
-/// nothing can be written.
-fn take_batch(owner: &SaleOwner, margin: Duration) -> Option<Vec<Pending>> {
+/// Everything pending that can be written now, with the claims it was decided against. Orders on
+/// claims no longer owned (lost, or the shard claimed again since) are sent back for a retry.
+/// Orders on a shard whose lease has less than `margin` left (the most a write may take) stay
+/// pending, reserved, until the watchdog renews the lease or it is lost: a write is never started
+/// that could land after its owner's lease. `None` when nothing can be written.
+fn take_batch(owner: &SaleOwner, margin: Duration) -> Option<Batch> {
     let mut state = owner.state.lock().unwrap();
     let pending = std::mem::take(&mut state.pending);
-    // Each shard looked at once: gone (not owned, or its lease lost), short of lease, or usable.
+    // Each claim looked at once: gone (not owned under that fence, or its lease lost), short of
+    // lease, or usable.
     let (mut unusable, mut short) = (Vec::new(), Vec::new());
-    for shard in touched(&pending) {
-        match state.shards.get(&shard) {
-            Some(owned) if owned.is_lost() => unusable.push(shard),
-            Some(owned) if !owned.outlasts(margin) => short.push(shard),
+    for claim in touched(&pending) {
+        match state.owned(claim) {
+            Some(owned) if owned.is_lost() => unusable.push(claim),
+            Some(owned) if !owned.outlasts(margin) => short.push(claim),
             Some(_) => {}
-            None => unusable.push(shard),
+            None => unusable.push(claim),
         }
     }
-    let on = |order: &Pending, shards: &[ShardId]| order.parts.iter().any(|(s, _)| shards.contains(s));
+    let on = |order: &Pending, claims: &[ShardClaim]| order.parts.iter().any(|(c, _)| claims.contains(c));
     let (held, pending): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &short) && !on(o, &unusable));
     state.pending = held;
+    let (retry, orders): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &unusable));
+    // Formed under the same lock as the checks above, so every claim sent is owned now.
+    let shards = SaleOwner::batch_shards(&state, &touched(&orders));
     drop(state);
     if !unusable.is_empty() {
         // Lost leases are noticed here even before the watchdog or the loss watcher ran.
         owner.forget(&unusable);
     }
-    let (retry, batch): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &unusable));
     for order in retry {
         owner.give_back(&order);
         let _ = order.reply.send(Decided::Retry);
     }
-    (!batch.is_empty()).then_some(batch)
+    (!orders.is_empty()).then_some(Batch { orders, shards })
 }
 
-/// The shards `orders` take units from, each once, ascending.
-fn touched(orders: &[Pending]) -> Vec<ShardId> {
-    let mut shards: Vec<ShardId> = orders.iter().flat_map(|o| o.parts.iter().map(|(s, _)| *s)).collect();
-    shards.sort_unstable();
-    shards.dedup();
-    shards
+/// The claims `orders` take units from, each once, ascending.
+fn touched(orders: &[Pending]) -> Vec<ShardClaim> {
+    let mut claims: Vec<ShardClaim> = orders.iter().flat_map(|o| o.parts.iter().map(|(c, _)| *c)).collect();
+    claims.sort_unstable();
+    claims.dedup();
+    claims
 }
 
-async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>) {
+async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
     let sale = &owner.sale;
-    let touched = touched(&batch);
-    let shards = SaleOwner::batch_shards(&owner.state.lock().unwrap(), &touched);
-    let orders: Vec<BatchOrder<'_>> = batch.iter().map(|o| BatchOrder { request: &o.request, parts: &o.parts }).collect();
+    let orders: Vec<BatchOrder<'_>> = batch.orders.iter().map(|o| BatchOrder { request: &o.request, parts: &o.parts }).collect();
     metrics::histogram!("seckill_batch_orders").record(orders.len() as f64);
-    let outcome = ctx.db.commit_batch(sale, owner.fencing, ctx.settings.lock_order, &shards, &orders, ctx.bound).await;
+    let outcome = ctx.db.commit_batch(sale, owner.fencing, ctx.settings.lock_order, &batch.shards, &orders, ctx.bound).await;
+    drop(orders);
+    if ctx.settings.failpoint == Some(Failpoint::HoldBatchAnswers) {
+        crate::failpoint::batch_answers_released().await;
+    }
     match outcome {
-        Ok(BatchOutcome::Committed(outcomes)) => committed(owner, ctx, batch, &outcomes),
+        Ok(BatchOutcome::Committed(outcomes)) => committed(owner, ctx, batch.orders, &outcomes),
         Ok(BatchOutcome::Deposed(deposed)) => {
             metrics::counter!("seckill_fence_rejections_total").increment(1);
-            tracing::warn!(sku = %sale.sku, ?deposed, "batch refused by the fence: deposed; forgetting those shards");
+            // The shards the store refused, under the fences this batch was sent with.
+            let deposed: Vec<ShardClaim> = batch.claims().into_iter().filter(|c| deposed.contains(&c.shard)).collect();
+            tracing::warn!(sku = %sale.sku, ?deposed, "batch refused by the fence: deposed; forgetting those claims");
             owner.forget(&deposed);
             let mut state = owner.state.lock().unwrap();
             let (retry, again): (Vec<Pending>, Vec<Pending>) =
-                batch.into_iter().partition(|o| o.parts.iter().any(|(s, _)| deposed.contains(s)));
-            // Orders on shards still ours keep their reservations and go into the next batch.
+                batch.orders.into_iter().partition(|o| o.parts.iter().any(|(c, _)| deposed.contains(c)));
+            // Orders on claims still ours keep their reservations and go into the next batch
+            // (which checks their claims again).
             let later = std::mem::replace(&mut state.pending, again);
             state.pending.extend(later);
             drop(state);
@@ -160,16 +189,18 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>)
         Ok(BatchOutcome::StaleSale) => {
             tracing::info!(sku = %sale.sku, "sale was reset; dropping the previous generation's shards");
             ctx.surrenders.send(owner, owner.close());
-            for order in batch {
+            for order in batch.orders {
                 let _ = order.reply.send(Decided::Retry);
             }
         }
-        Err(e) if e.wrote_nothing() => requeue(owner, batch, &e),
+        Err(e) if e.wrote_nothing() => requeue(owner, batch.orders, &e),
         Err(e) => {
             // Unknown fate (it may still land: the fence decides then) or a failure: acknowledge
-            // nothing, and let the shards go, since an owner that cannot write cannot sell.
+            // nothing, and let the claims go, since an owner that cannot write cannot sell.
+            let batch_claims = batch.claims();
+            let batch = batch.orders;
             tracing::warn!(sku = %sale.sku, error = %e, orders = batch.len(), "batch commit failed; giving the shards back");
-            owner.forget(&touched);
+            owner.forget(&batch_claims);
             ctx.surrenders.database_trouble();
             let failure = crate::inventory::InventoryError::from(crate::store::StoreError::from(e));
             for order in batch {
@@ -207,25 +238,26 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>, ou
     for (order, outcome) in batch.into_iter().zip(outcomes) {
         let decided = match *outcome {
             OrderOutcome::Accepted(order_id) => {
-                for (shard, take) in &order.parts {
-                    if let Some(owned) = state.shards.get_mut(shard) {
+                // Only the claims it was written under: a shard claimed again meanwhile read
+                // the stock after this batch.
+                for (claim, take) in &order.parts {
+                    if let Some(owned) = state.owned_mut(*claim) {
                         owned.committed -= i64::from(*take);
                     }
                 }
                 let (first, _) = order.parts[0];
-                let fence = state.shards.get(&first).map_or(OrderRecord::NO_FENCE, |s| s.fence);
                 Decided::Committed(OrderRecord {
                     order_id,
                     sku: sale.sku.to_string(),
                     user_id: order.request.user_id.to_string(),
                     quantity: order.request.quantity.get(),
-                    shard: first,
-                    fence,
+                    shard: first.shard,
+                    fence: first.fence,
                 })
             }
             OrderOutcome::UserLimit | OrderOutcome::Duplicate => {
-                for (shard, take) in &order.parts {
-                    if let Some(owned) = state.shards.get_mut(shard) {
+                for (claim, take) in &order.parts {
+                    if let Some(owned) = state.owned_mut(*claim) {
                         owned.available += i64::from(*take);
                     }
                 }

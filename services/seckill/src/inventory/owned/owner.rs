@@ -4,6 +4,12 @@
 //! Stock per shard is kept twice: `committed` is what PostgreSQL has (the owner wrote it last),
 //! `available` is `committed` minus every unit reserved by an order waiting for its batch. A
 //! decision is a reservation against `available`; only the batcher moves `committed`.
+//!
+//! Memory is keyed by shard, and every change that comes from outside a decision (a batch's
+//! outcome, a refusal, a lost lease, a returned reservation) names the [`ShardClaim`] it concerns
+//! and touches the shard only while it is still owned under that fence. A shard can be lost and
+//! claimed again while a batch of the earlier claim is on the wire; that batch's answer then
+//! belongs to memory that no longer exists, and the new claim already read what it wrote.
 
 use std::{
     collections::BTreeMap,
@@ -21,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::linger::Arrivals;
 use crate::{
     domain::Sale,
-    domain::{Fencing, OrderRequest, ShardId},
+    domain::{Fencing, OrderRequest, ShardClaim, ShardId},
     inventory::InventoryError,
     store::{BatchShard, OrderRecord},
 };
@@ -58,8 +64,8 @@ pub(crate) enum Decided {
 #[derive(Debug)]
 pub(crate) struct Pending {
     pub(crate) request: OrderRequest,
-    /// Units per shard, ascending.
-    pub(crate) parts: Vec<(ShardId, u32)>,
+    /// Units per shard, ascending, each under the claim it was reserved from.
+    pub(crate) parts: Vec<(ShardClaim, u32)>,
     pub(crate) reply: oneshot::Sender<Decided>,
     /// How many batches carrying it wrote nothing (lost to contention, or found no connection).
     pub(crate) requeued: u8,
@@ -82,6 +88,11 @@ pub(crate) struct OwnedShard {
 }
 
 impl OwnedShard {
+    /// This ownership of `shard`.
+    pub(crate) fn claim(&self, shard: ShardId) -> ShardClaim {
+        ShardClaim { shard, fence: self.fence }
+    }
+
     /// Units reserved by orders not yet committed.
     pub(crate) fn reserved(&self) -> i64 {
         self.committed - self.available
@@ -110,12 +121,35 @@ pub(crate) struct Surrendered {
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
+    /// At most one ownership per shard; see [`State::owned`] for how it is reached.
     pub(crate) shards: BTreeMap<ShardId, OwnedShard>,
     pub(crate) pending: Vec<Pending>,
     /// How fast orders are decided, for the batcher's linger.
     pub(crate) arrivals: Arrivals,
     /// Set when the owner stops (sale reset, shutdown): nothing more is decided here.
     pub(crate) closed: bool,
+}
+
+impl State {
+    /// The shard, if it is still owned under `claim`'s fence.
+    pub(crate) fn owned(&self, claim: ShardClaim) -> Option<&OwnedShard> {
+        self.shards.get(&claim.shard).filter(|owned| owned.fence == claim.fence)
+    }
+
+    /// The shard, if it is still owned under `claim`'s fence.
+    pub(crate) fn owned_mut(&mut self, claim: ShardClaim) -> Option<&mut OwnedShard> {
+        self.shards.get_mut(&claim.shard).filter(|owned| owned.fence == claim.fence)
+    }
+
+    /// Returns the units `order` reserved, to the claims it reserved them from that are still
+    /// owned (a claim lost since took its memory with it).
+    fn give_back(&mut self, order: &Pending) {
+        for (claim, take) in &order.parts {
+            if let Some(owned) = self.owned_mut(*claim) {
+                owned.available += i64::from(*take);
+            }
+        }
+    }
 }
 
 /// This instance's ownership of one generation of one sale.
@@ -168,19 +202,20 @@ impl SaleOwner {
     pub(crate) fn adopt(self: &Arc<Self>, shard: ShardId, guard: LockGuard, remaining: i64) {
         let watch = CancellationToken::new();
         let lost = guard.lost();
+        let fence = guard.fence();
+        let claim = ShardClaim { shard, fence };
         let (owner, stop) = (Arc::downgrade(self), watch.clone());
         tokio::spawn(async move {
             tokio::select! {
                 cause = lost => {
                     if let Some(owner) = owner.upgrade() {
-                        tracing::warn!(sku = %owner.sale.sku, %shard, ?cause, "shard lease lost; forgetting its stock");
-                        owner.forget(&[shard]);
+                        tracing::warn!(sku = %owner.sale.sku, %claim, ?cause, "shard lease lost; forgetting its stock");
+                        owner.forget(&[claim]);
                     }
                 }
                 () = stop.cancelled() => {}
             }
         });
-        let fence = guard.fence();
         let now = Instant::now();
         let owned = OwnedShard {
             fence,
@@ -207,42 +242,35 @@ impl SaleOwner {
         self.adopted.load(Ordering::Acquire)
     }
 
-    /// Drops `shards` from memory (lost, deposed or unreachable): their pending orders are
-    /// routed again, and their locks released in the background (owner-checked, harmless if
-    /// already gone).
-    pub(crate) fn forget(&self, shards: &[ShardId]) {
+    /// Drops `claims` from memory (lost, deposed or unreachable) where the shard is still
+    /// owned under that fence: a newer claim of the same shard is left alone. Their pending
+    /// orders are routed again, and their locks released in the background (owner-checked,
+    /// harmless if already gone).
+    pub(crate) fn forget(&self, claims: &[ShardClaim]) {
         let mut state = self.state.lock().unwrap();
-        let mut retry = Vec::new();
-        for shard in shards {
-            if let Some(owned) = state.shards.remove(shard) {
+        for claim in claims {
+            if state.owned(*claim).is_some() {
+                let owned = state.shards.remove(&claim.shard).expect("owned under this claim");
                 owned.watch.cancel();
                 drop(owned.guard);
             }
         }
-        let pending = std::mem::take(&mut state.pending);
-        for order in pending {
-            if order.parts.iter().any(|(s, _)| shards.contains(s)) {
-                retry.push(order);
-            } else {
-                state.pending.push(order);
-            }
+        let (retry, keep): (Vec<Pending>, Vec<Pending>) =
+            std::mem::take(&mut state.pending).into_iter().partition(|o| o.parts.iter().any(|(c, _)| claims.contains(c)));
+        state.pending = keep;
+        for order in &retry {
+            state.give_back(order);
         }
         drop(state);
         for order in retry {
-            self.give_back(&order);
             let _ = order.reply.send(Decided::Retry);
         }
     }
 
-    /// Returns the units `order` reserved on shards still owned (forgotten shards are gone
+    /// Returns the units `order` reserved to the claims still owned (forgotten ones are gone
     /// with their memory).
     pub(crate) fn give_back(&self, order: &Pending) {
-        let mut state = self.state.lock().unwrap();
-        for (shard, take) in &order.parts {
-            if let Some(owned) = state.shards.get_mut(shard) {
-                owned.available += i64::from(*take);
-            }
-        }
+        self.state.lock().unwrap().give_back(order);
     }
 
     /// Marks up to `n` more shards retiring, the longest held first: they decide no new order
@@ -299,18 +327,13 @@ impl SaleOwner {
         self.state.lock().unwrap().shards.values().filter(|s| !s.retiring && s.available > 0).count()
     }
 
-    /// What a batch must know of each shard it touches.
-    pub(crate) fn batch_shards(state: &State, shards: &[ShardId]) -> Vec<BatchShard> {
+    /// What a batch must know of each claim it touches, while still owned.
+    pub(crate) fn batch_shards(state: &State, claims: &[ShardClaim]) -> Vec<BatchShard> {
         let now = SystemTime::now();
-        shards
+        claims
             .iter()
-            .filter_map(|id| {
-                state.shards.get(id).map(|s| BatchShard {
-                    shard: *id,
-                    fence: s.fence,
-                    committed: s.committed,
-                    lease_until: now + s.guard.remaining(),
-                })
+            .filter_map(|claim| {
+                state.owned(*claim).map(|s| BatchShard { claim: *claim, committed: s.committed, lease_until: now + s.guard.remaining() })
             })
             .collect()
     }
@@ -349,7 +372,7 @@ fn surrendered(shard: ShardId, owned: OwnedShard) -> Surrendered {
 
 /// Reserves `quantity` units: from the single shard with the least stock that has enough (so
 /// shards empty and are handed back early), else gathered over several in ascending order.
-fn reserve(shards: &mut BTreeMap<ShardId, OwnedShard>, quantity: i64) -> Option<Vec<(ShardId, u32)>> {
+fn reserve(shards: &mut BTreeMap<ShardId, OwnedShard>, quantity: i64) -> Option<Vec<(ShardClaim, u32)>> {
     let now = Instant::now();
     let usable = |s: &OwnedShard| s.available > 0 && !s.retiring && !s.is_lost();
     let single = shards.iter().filter(|(_, s)| usable(s) && s.available >= quantity).min_by_key(|(_, s)| s.available).map(|(id, _)| *id);
@@ -372,10 +395,12 @@ fn reserve(shards: &mut BTreeMap<ShardId, OwnedShard>, quantity: i64) -> Option<
             parts
         }
     };
-    for (id, take) in &plan {
-        let owned = shards.get_mut(id).expect("planned from these shards");
+    let mut parts = Vec::with_capacity(plan.len());
+    for (id, take) in plan {
+        let owned = shards.get_mut(&id).expect("planned from these shards");
         owned.available -= take;
         owned.last_used = now;
+        parts.push((owned.claim(id), take as u32));
     }
-    Some(plan.into_iter().map(|(id, take)| (id, take as u32)).collect())
+    Some(parts)
 }
