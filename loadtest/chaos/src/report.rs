@@ -93,7 +93,7 @@ pub struct ScenarioReport {
     pub oversold: i64,
     /// Duplicate orders.
     pub duplicates: u64,
-    /// Writes and claims refused by fences (`sales.fence_rejections`).
+    /// Writes and claims refused by fences (`seckill_fence_rejections(sku)`).
     pub stale_rejected: i64,
     /// Worst time from a fault's start to the first 201 after it healed.
     pub recovery_ms: Option<u64>,

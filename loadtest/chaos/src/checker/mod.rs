@@ -129,7 +129,7 @@ pub struct Findings {
     /// Batches refused although sent within their lease: the lock had given the shard to a second
     /// holder, and the fence alone kept them apart.
     pub refused_within_lease: usize,
-    /// `sales.fence_rejections`: claims and writes refused by fences.
+    /// `seckill_fence_rejections(sku)`: claims, writes and batches refused by fences.
     pub stale_rejected: i64,
     /// A few examples of what went wrong, for the report.
     pub examples: Vec<String>,

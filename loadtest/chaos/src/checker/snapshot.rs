@@ -112,7 +112,7 @@ impl Snapshot {
             .read_only(true)
             .start()
             .await?;
-        let sale = tx.query_one("SELECT total::bigint, per_user_limit::bigint, fence_rejections FROM sales WHERE sku = $1", &[&sku]).await?;
+        let sale = tx.query_one("SELECT total::bigint, per_user_limit::bigint, seckill_fence_rejections(sku) FROM sales WHERE sku = $1", &[&sku]).await?;
         let shards = tx
             .query("SELECT shard, initial::bigint, remaining::bigint, fence FROM shards WHERE sku = $1 ORDER BY shard", &[&sku])
             .await?

@@ -19,7 +19,7 @@ use crate::{
 /// What a probe of the sale shows mid-run.
 #[derive(Debug, Clone, Default)]
 pub struct Probe {
-    /// `sales.fence_rejections`.
+    /// `seckill_fence_rejections(sku)`: claims, writes and batches refused by fences.
     pub fence_rejections: i64,
     /// Shards whose remaining stock plus units sold from them differs from their initial stock.
     pub inconsistent_shards: i64,
@@ -371,7 +371,7 @@ impl FaultRun<'_> {
 }
 
 const PROBE_SQL: &str = "
-    SELECT sa.fence_rejections,
+    SELECT seckill_fence_rejections(sa.sku),
            (SELECT COUNT(*) FROM shards s WHERE s.sku = $1 AND s.remaining + COALESCE(
                 (SELECT SUM(p.quantity) FROM order_parts p WHERE p.sku = $1 AND p.shard = s.shard), 0) <> s.initial),
            GREATEST((SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE sku = $1) - sa.total, 0)::bigint,

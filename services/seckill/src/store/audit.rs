@@ -50,7 +50,7 @@ impl Db {
                         (SELECT (COUNT(*) - COUNT(DISTINCT idempotency_key))::bigint FROM orders
                           WHERE sku = $1 AND idempotency_key IS NOT NULL),
                         COALESCE(sc.ok, true),
-                        sa.fence_rejections,
+                        seckill_fence_rejections(sa.sku),
                         sa.min_refused_quantity,
                         (SELECT COUNT(*)::bigint FROM per_user WHERE bought > sa.per_user_limit)
                    FROM sales sa, shard_check sc WHERE sa.sku = $1",

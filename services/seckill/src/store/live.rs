@@ -32,7 +32,7 @@ impl Db {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT sa.total, sa.fence_rejections, sa.strategy, s.shard, s.remaining, s.fence, s.owner
+                "SELECT sa.total, seckill_fence_rejections(sa.sku), sa.strategy, s.shard, s.remaining, s.fence, s.owner
                    FROM sales sa JOIN shards s ON s.sku = sa.sku
                   WHERE sa.sku = $1 ORDER BY s.shard",
                 &[&sku.as_str()],

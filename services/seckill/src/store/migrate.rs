@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (8, include_str!("../../migrations/0008_set_based_batch.sql")),
     (9, include_str!("../../migrations/0009_set_based_gate_write.sql")),
     (10, include_str!("../../migrations/0010_hot_path_without_foreign_keys.sql")),
+    (12, include_str!("../../migrations/0012_refusals_without_the_sale_row.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

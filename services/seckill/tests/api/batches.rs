@@ -417,3 +417,52 @@ async fn a_batch_that_lost_to_contention_keeps_its_shard_and_its_order() {
     );
     assert_eq!(app.audit(&sku).await["consistent"], true);
 }
+
+/// Two batches of deposed owners of the same shard at once: each holds the sale row FOR SHARE
+/// while it waits for the shard row, and each counts its refusal. They used to count it in the
+/// sale's row, which waits for the other's share lock while the other waits for the shard row: a
+/// deadlock (40P01) every time. Both are refused now, and both refusals are counted.
+#[tokio::test]
+async fn two_deposed_batches_at_once_are_both_refused_and_counted() {
+    let app = spawn_app_with(test_settings()).await;
+    let (sku, generation) = sale_for_batches(&app).await;
+    let admin = db().await;
+    let mut holder = db().await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute("SELECT 1 FROM shards WHERE sku = $1 AND shard = 0 FOR UPDATE", &[&sku]).await.unwrap();
+    let mut pids = Vec::new();
+    let mut batches = Vec::new();
+    for side in 0..2 {
+        let client = db().await;
+        pids.push(client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get::<_, i32>(0));
+        let (sku, user) = (sku.clone(), format!("deposed-{side}"));
+        batches.push(tokio::spawn(async move {
+            client
+                .query(
+                    "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, true, '{0}', '{6}', '{100}', ARRAY[now()], \
+                     ARRAY[$3], '{1}', ARRAY[NULL::text], '{1}', '{0}', '{1}')",
+                    &[&sku, &generation, &user],
+                )
+                .await
+                .map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>())
+                .map_err(|e| e.code().map_or_else(|| e.to_string(), |c| c.code().to_string()))
+        }));
+    }
+    let both_wait = eventually(async || {
+        let waiting: i64 = admin
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY ($1) AND wait_event_type = 'Lock'", &[&pids])
+            .await
+            .unwrap()
+            .get(0);
+        waiting == 2
+    })
+    .await;
+    assert!(both_wait, "both batches wait for the shard row");
+
+    hold.rollback().await.unwrap();
+
+    for batch in batches {
+        assert_eq!(batch.await.unwrap(), Ok(vec!["deposed".to_string()]));
+    }
+    assert_eq!(app.audit(&sku).await["fence_rejections"], 2);
+}
