@@ -114,3 +114,21 @@ pub(crate) async fn db() -> tokio_postgres::Client {
     tokio::spawn(connection);
     client
 }
+
+/// A database of its own for a test that locks whole tables, so no other test waits on it; its
+/// URL and name. Made afresh (one that a failed run left behind is dropped first), and dropped
+/// by [`drop_scratch_database`].
+pub(crate) async fn scratch_database(label: &str) -> (String, String) {
+    let name = format!("seckill_scratch_{label}");
+    let admin = db().await;
+    admin.execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"), &[]).await.unwrap();
+    admin.execute(&format!("CREATE DATABASE {name}"), &[]).await.unwrap();
+    let base = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://seckill@127.0.0.1:5440/seckill".into());
+    let (server, _) = base.rsplit_once('/').expect("DATABASE_URL ends in a database name");
+    (format!("{server}/{name}"), name)
+}
+
+/// Drops a database made by [`scratch_database`], closing whatever is still connected to it.
+pub(crate) async fn drop_scratch_database(name: &str) {
+    db().await.execute(&format!("DROP DATABASE {name} WITH (FORCE)"), &[]).await.unwrap();
+}

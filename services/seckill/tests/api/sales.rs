@@ -1,7 +1,9 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{assert_error, db, sale_body, spawn_app, unique_sku};
+use crate::helpers::{
+    assert_error, db, drop_scratch_database, eventually, sale_body, scratch_database, spawn_app, spawn_app_with, test_settings, unique_sku,
+};
 
 #[tokio::test]
 async fn creating_a_sale_splits_stock_evenly_with_the_remainder_spread() {
@@ -105,4 +107,43 @@ async fn a_deleted_sale_takes_its_orders_with_it() {
         let left: i64 = db.query_one(&format!("SELECT count(*) FROM {table} WHERE sku = $1"), &[&sku]).await.unwrap().get(0);
         assert_eq!(left, 0, "{table} rows of the deleted sale");
     }
+}
+
+/// `GET /v1/sales/{sku}` is public, so it must not be a way to run the audit's aggregate over
+/// every order: it reads the shard rows alone. Shown with the `orders` table locked (in a
+/// database of the test's own): the sale is still answered, and nothing queued for that lock.
+#[tokio::test]
+async fn reading_a_sale_reads_no_order() {
+    let (url, name) = scratch_database("public_view").await;
+    let mut settings = test_settings();
+    settings.database_url = seckill::config::Secret::new(url.clone());
+    let app = spawn_app_with(settings).await;
+    let sku = app.create_sale(sale_body(10, 2, "owned-shards")).await;
+    let (mut locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let lock = locker.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE").await.unwrap();
+
+    let read = tokio::spawn({
+        let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}", app.address));
+        async move { http.get(url).send().await.unwrap().status() }
+    });
+    let waits_on_orders = async || {
+        let queued: i64 = lock
+            .query_one(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'orders' AND NOT l.granted",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        read.is_finished() || queued > 0
+    };
+    assert!(eventually(waits_on_orders).await);
+    let queued_on_orders = !read.is_finished();
+    lock.rollback().await.unwrap();
+
+    assert!(!queued_on_orders, "the public view waited for the orders table");
+    assert_eq!(read.await.unwrap(), StatusCode::OK);
+    drop_scratch_database(&name).await;
 }
