@@ -2,6 +2,13 @@
 //! touching PostgreSQL. Advisory only: PostgreSQL decides. A hint that is too high costs one read
 //! (and is corrected); a missing or outdated hint set (Redis restarted, sale reset) is rebuilt
 //! from PostgreSQL.
+//!
+//! Every write names the generation it was made for and lands only while the hints carry that
+//! generation: a write of a sale's previous generation that arrives after a reset rebuilt the
+//! hints (a shard of the old sale marked empty) must not mark a shard of the new one empty, since
+//! nothing would correct it (owners only look at shards whose hint has stock).
+
+use std::sync::Arc;
 
 use redis::{AsyncCommands, aio::ConnectionManager};
 
@@ -14,6 +21,23 @@ use crate::{
 
 /// Field holding the sale's generation; the others are shard indexes.
 const GENERATION: &str = "gen";
+
+/// Sets a shard's hint (`ARGV[2]` to `ARGV[3]`) if the hints carry generation `ARGV[1]`.
+const SET_IN_GENERATION: &str = r"
+if redis.call('HGET', KEYS[1], 'gen') == ARGV[1] then
+    redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+end
+return 0";
+
+/// Subtracts units from shards (`ARGV[2..]`: shard, units, shard, units, ...) if the hints carry
+/// generation `ARGV[1]`.
+const TAKE_IN_GENERATION: &str = r"
+if redis.call('HGET', KEYS[1], 'gen') == ARGV[1] then
+    for i = 2, #ARGV, 2 do
+        redis.call('HINCRBY', KEYS[1], ARGV[i], -tonumber(ARGV[i + 1]))
+    end
+end
+return 0";
 
 /// One sale's hints as fetched: the generation they were built for and a value per shard.
 #[derive(Debug, Clone, Default)]
@@ -47,12 +71,18 @@ impl HintSet {
 #[derive(Clone)]
 pub struct Hints {
     redis: ConnectionManager,
+    set_in_generation: Arc<redis::Script>,
+    take_in_generation: Arc<redis::Script>,
 }
 
 impl Hints {
     /// Wraps a Redis connection (auto-reconnecting).
     pub fn new(redis: ConnectionManager) -> Self {
-        Self { redis }
+        Self {
+            redis,
+            set_in_generation: Arc::new(redis::Script::new(SET_IN_GENERATION)),
+            take_in_generation: Arc::new(redis::Script::new(TAKE_IN_GENERATION)),
+        }
     }
 
     fn key(sku: &Sku) -> String {
@@ -83,20 +113,29 @@ impl Hints {
         Ok(rows.iter().map(|r| r.remaining).collect())
     }
 
-    /// Records the exact stock of one shard (just read from PostgreSQL).
-    pub async fn set(&self, sku: &Sku, shard: ShardId, remaining: i64) -> Result<(), InventoryError> {
-        let _: () = self.redis.clone().hset(Self::key(sku), shard.get(), remaining).await?;
+    /// Records the exact stock of one shard of `sale` (just read from PostgreSQL), unless the
+    /// hints belong to another generation of the sale by now.
+    pub async fn set(&self, sale: &Sale, shard: ShardId, remaining: i64) -> Result<(), InventoryError> {
+        let _: i64 = self
+            .set_in_generation
+            .key(Self::key(&sale.sku))
+            .arg(sale.generation)
+            .arg(shard.get())
+            .arg(remaining)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
         Ok(())
     }
 
-    /// Subtracts units just sold (the parts of the plan that sold them).
-    pub async fn take(&self, sku: &Sku, parts: &[Part]) -> Result<(), InventoryError> {
-        let key = Self::key(sku);
-        let mut pipe = redis::pipe();
+    /// Subtracts units of `sale` just sold (the parts of the plan that sold them), unless the
+    /// hints belong to another generation of the sale by now.
+    pub async fn take(&self, sale: &Sale, parts: &[Part]) -> Result<(), InventoryError> {
+        let mut invocation = self.take_in_generation.key(Self::key(&sale.sku));
+        invocation.arg(sale.generation);
         for part in parts {
-            pipe.hincr(&key, part.shard.get(), -i64::from(part.take)).ignore();
+            invocation.arg(part.shard.get()).arg(part.take);
         }
-        let _: () = pipe.query_async(&mut self.redis.clone()).await?;
+        let _: i64 = invocation.invoke_async(&mut self.redis.clone()).await?;
         Ok(())
     }
 }

@@ -294,10 +294,10 @@ impl Inventory {
             match strategy.attempt(&self.ctx, sale, request, &plan, deadline).await {
                 Ok(Attempt::Bought(record)) => {
                     // Off the request's path: a lagging hint only costs a later request a read.
-                    let (hints, sku) = (self.hints.clone(), sale.sku.clone());
+                    let (hints, sale) = (self.hints.clone(), sale.clone());
                     let taken = plan.parts;
                     tokio::spawn(async move {
-                        if let Err(e) = hints.take(&sku, &taken).await {
+                        if let Err(e) = hints.take(&sale, &taken).await {
                             tracing::debug!(error = %e, "hint update failed; the next read corrects it");
                         }
                     });
@@ -305,7 +305,7 @@ impl Inventory {
                 }
                 Ok(Attempt::Short { shard, remaining }) => {
                     current[shard.get() as usize] = remaining;
-                    self.hints.set(&sale.sku, shard, remaining).await?;
+                    self.hints.set(sale, shard, remaining).await?;
                 }
                 Ok(Attempt::Contended(shard)) => contended.push(shard),
                 // A stale lease or a lost race: back off a little so the new holder finishes.

@@ -9,6 +9,7 @@ mod concurrency;
 mod fencing;
 mod gate;
 mod health;
+mod hints;
 mod live;
 mod openapi;
 mod orders;

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::owner::{SaleOwner, Surrendered};
 use crate::{
-    domain::{ShardId, Sku},
+    domain::{Sale, ShardId, Sku},
     inventory::InventoryError,
     inventory::{hints::Hints, shard_locks::ShardLocks},
     store::{Db, StoreError},
@@ -40,6 +40,9 @@ const HELD_ELSEWHERE: Duration = Duration::from_millis(100);
 const HOLD_SLICE: Duration = Duration::from_millis(300);
 /// How long an acquisition that found no free shard is not repeated.
 const NOTHING_FREE: Duration = Duration::from_millis(20);
+
+/// How often hints that say a sale is sold out are checked against PostgreSQL.
+const EMPTY_HINTS_RECHECK: Duration = Duration::from_secs(1);
 /// How long a request for stock stays visible to the other instances.
 const DEMAND_TTL: Duration = Duration::from_millis(1000);
 /// Heartbeats expire after this long without renewal.
@@ -82,7 +85,9 @@ pub(crate) struct PlacementSettings {
 /// Hands surrendered shards to the releaser task, and records database trouble.
 #[derive(Clone)]
 pub(crate) struct Surrenders {
-    tx: mpsc::UnboundedSender<(Sku, Vec<Surrendered>)>,
+    /// Shards to release, with the generation of the sale they were owned for (their hints are
+    /// written for that generation only).
+    tx: mpsc::UnboundedSender<(Sale, Vec<Surrendered>)>,
     trouble_until: Arc<Mutex<Option<Instant>>>,
     lease: Duration,
 }
@@ -91,7 +96,7 @@ impl Surrenders {
     /// Queues the release of `shards` of `owner`'s sale.
     pub(crate) fn send(&self, owner: &SaleOwner, shards: Vec<Surrendered>) {
         if !shards.is_empty() {
-            let _ = self.tx.send((owner.sale.sku.clone(), shards));
+            let _ = self.tx.send((owner.sale.clone(), shards));
         }
     }
 
@@ -121,6 +126,8 @@ pub(crate) struct Placement {
     nothing_free: Mutex<HashMap<Sku, Instant>>,
     /// When this instance last asked for stock, per sale.
     asked: Mutex<HashMap<Sku, Instant>>,
+    /// When hints that said "sold out" were last checked against PostgreSQL, per sale.
+    empty_hints_confirmed: Mutex<HashMap<Sku, Instant>>,
 }
 
 impl Placement {
@@ -140,6 +147,7 @@ impl Placement {
             held_elsewhere: Mutex::default(),
             nothing_free: Mutex::default(),
             asked: Mutex::default(),
+            empty_hints_confirmed: Mutex::default(),
         })
     }
 
@@ -169,7 +177,12 @@ impl Placement {
         if self.nothing_free.lock().unwrap().get(&sale.sku).is_some_and(|until| Instant::now() < *until) {
             return Ok(Taken::Nothing);
         }
-        let hints = self.hints.read(&self.db, sale).await?;
+        let mut hints = self.hints.read(&self.db, sale).await?;
+        if hints.iter().all(|&h| h <= 0) && self.due_to_confirm_empty(&sale.sku) {
+            // The hints say sold out; PostgreSQL decides. A hint wrongly at 0 would otherwise
+            // keep its shard from every owner for good.
+            hints = self.hints.rebuild(&self.db, sale).await?;
+        }
         let now = Instant::now();
         let start = rand::random_range(0..hints.len().max(1));
         let candidates: Vec<ShardId> = (0..hints.len())
@@ -211,6 +224,18 @@ impl Placement {
         }
         self.nothing_free.lock().unwrap().insert(sale.sku.clone(), Instant::now() + NOTHING_FREE);
         Ok(Taken::Nothing)
+    }
+
+    /// Whether hints that say "sold out" are due to be checked against PostgreSQL (at most every
+    /// [`EMPTY_HINTS_RECHECK`] per sale).
+    fn due_to_confirm_empty(&self, sku: &Sku) -> bool {
+        let now = Instant::now();
+        let mut confirmed = self.empty_hints_confirmed.lock().unwrap();
+        let due = confirmed.get(sku).is_none_or(|at| now >= *at + EMPTY_HINTS_RECHECK);
+        if due {
+            confirmed.insert(sku.clone(), now);
+        }
+        due
     }
 
     /// Tells the other instances that this one needs stock of `sku` (at most every tick).
@@ -292,10 +317,11 @@ fn demand_key(sku: &Sku) -> String {
 }
 
 /// Releases surrendered shards, marking empty ones in the hints first.
-async fn release_surrendered(mut rx: mpsc::UnboundedReceiver<(Sku, Vec<Surrendered>)>, hints: Hints) {
-    while let Some((sku, shards)) = rx.recv().await {
+async fn release_surrendered(mut rx: mpsc::UnboundedReceiver<(Sale, Vec<Surrendered>)>, hints: Hints) {
+    while let Some((sale, shards)) = rx.recv().await {
+        let sku = &sale.sku;
         for Surrendered { shard, guard, empty } in shards {
-            if empty && let Err(e) = hints.set(&sku, shard, 0).await {
+            if empty && let Err(e) = hints.set(&sale, shard, 0).await {
                 tracing::debug!(error = %e, "hint update failed; the next read corrects it");
             }
             if let Err(e) = guard.release().await {
