@@ -115,6 +115,9 @@ pub enum Failpoint {
     /// given it, until the test calls [`crate::failpoint::release_batch_answers`]: the window in
     /// which a shard can be lost and claimed again while the answer is on its way.
     HoldBatchAnswers,
+    /// `panic-after-batch-commit`: the first batch an owner commits makes its batcher panic once
+    /// PostgreSQL has committed it, before any of its orders is answered (a bug past the commit).
+    PanicAfterBatchCommit,
 }
 
 impl std::str::FromStr for Failpoint {
@@ -124,7 +127,10 @@ impl std::str::FromStr for Failpoint {
         match s {
             "gate-after-decrement" => Ok(Self::GateAfterDecrement),
             "hold-batch-answers" => Ok(Self::HoldBatchAnswers),
-            _ => Err(ConfigError("SECKILL_FAILPOINT must be gate-after-decrement or hold-batch-answers (tests only)".into())),
+            "panic-after-batch-commit" => Ok(Self::PanicAfterBatchCommit),
+            _ => Err(ConfigError(
+                "SECKILL_FAILPOINT must be gate-after-decrement, hold-batch-answers or panic-after-batch-commit (tests only)".into(),
+            )),
         }
     }
 }

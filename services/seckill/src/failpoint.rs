@@ -17,6 +17,14 @@ pub fn release_batch_answers() {
     BATCH_ANSWERS.notify_waiters();
 }
 
+/// Whether `panic-after-batch-commit` has fired (it fires once per process).
+static PANICKED_AFTER_COMMIT: AtomicBool = AtomicBool::new(false);
+
+/// True the first time it is called, false after: `panic-after-batch-commit` fires once.
+pub(crate) fn first_panic_after_commit() -> bool {
+    !PANICKED_AFTER_COMMIT.swap(true, Ordering::AcqRel)
+}
+
 /// Waits until [`release_batch_answers`] was called.
 pub(crate) async fn batch_answers_released() {
     loop {

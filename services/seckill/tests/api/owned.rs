@@ -9,7 +9,7 @@ use seckill::config::{Failpoint, Secret, Settings};
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{TestApp, db, eventually, spawn_app_with, test_settings},
+    helpers::{TestApp, assert_error, db, eventually, spawn_app_with, test_settings},
     orders::redis_url,
 };
 
@@ -269,6 +269,47 @@ async fn a_late_batch_answer_leaves_a_newer_claim_of_its_shard_alone() {
     let (_, owners) = app.get_json(&format!("/v1/sales/{sku}/owners")).await;
     assert_eq!(owners["shards"][0]["committed"], 8, "memory agrees with the store: {owners}");
     assert_exact_so_far(&app.audit(&sku).await, 2);
+}
+
+/// A bug past the commit: the batcher panics once PostgreSQL has committed the batch. The
+/// order's request cannot know its fate, so it answers 500 and does not decide it again (which
+/// could sell it twice); the owner closes, and the next order is sold from a new claim of the
+/// shard, read from PostgreSQL. (Before, a dropped answer counted as "decide again": the order
+/// went to the dead batcher and waited out its deadline, 503.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_order_whose_batcher_panicked_after_the_commit_is_a_500_and_is_not_sold_twice() {
+    let mut settings = owner_settings();
+    settings.failpoint = Some(Failpoint::PanicAfterBatchCommit);
+    let app = spawn_app_with(settings).await;
+    let sku = app.create_sale(sale(10, 1, "owned-shards")).await;
+
+    let first = app.order(&sku, "first", 1, None).await;
+    let (status, _) = buy(&app, &sku, "second").await;
+
+    assert_error(first, StatusCode::INTERNAL_SERVER_ERROR, "internal").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_exact_so_far(&app.audit(&sku).await, 2);
+}
+
+/// A claim that loses its shard row to another transaction past the lock wait wrote nothing
+/// while the database answers: the order is 503 busy, and the instance is not put into its
+/// "database trouble" back-off, so once the row is free the next order is sold at once. (Before,
+/// the claim's 55P03 counted as database trouble: 503 unavailable, and every order for a lease
+/// after.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_that_lost_its_row_to_another_transaction_is_busy_not_database_trouble() {
+    let app = spawn_app_with(owner_settings()).await;
+    let sku = app.create_sale(sale(10, 1, "owned-shards")).await;
+    let mut holder = db().await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute("SELECT 1 FROM shards WHERE sku = $1 AND shard = 0 FOR UPDATE", &[&sku]).await.unwrap();
+
+    let blocked = app.order(&sku, "blocked", 1, None).await;
+    hold.rollback().await.unwrap();
+    let after = app.order(&sku, "after", 1, None).await;
+
+    assert_error(blocked, StatusCode::SERVICE_UNAVAILABLE, "busy").await;
+    assert_eq!(after.status(), StatusCode::CREATED);
 }
 
 fn assert_exact_so_far(audit: &Value, sold: u32) {

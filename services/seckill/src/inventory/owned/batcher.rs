@@ -67,25 +67,40 @@ const HELD_RECHECK: Duration = Duration::from_millis(10);
 /// is sent back to be decided again.
 const MAX_REQUEUES: u8 = 3;
 
-/// Starts the batcher of `owner`; it ends when the owner stops.
+/// Starts the batcher of `owner`; it ends when the owner stops. A batcher that panics (a bug)
+/// closes its owner: the orders it was committing have an unknown fate and are answered so by
+/// their requests (their reply was dropped), the ones still pending are decided again, and the
+/// shards go back, to be claimed again from what PostgreSQL holds.
 pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
+    let surrenders = ctx.surrenders.clone();
+    let batcher = tokio::spawn(run(owner.clone(), ctx));
     tokio::spawn(async move {
-        let margin = if ctx.settings.lease_margin { ctx.bound } else { Duration::ZERO };
-        let mut held = false;
-        loop {
-            tokio::select! {
-                () = owner.work.notified() => {}
-                () = tokio::time::sleep(HELD_RECHECK), if held => {}
-                () = owner.stopped.cancelled() => return,
-            }
-            loop {
-                linger(&owner, ctx.settings.linger).await;
-                let Some(batch) = take_batch(&owner, margin) else { break };
-                commit(&owner, &ctx, batch).await;
-            }
-            held = owner.pending_orders() > 0;
+        if let Err(e) = batcher.await
+            && e.is_panic()
+        {
+            tracing::error!(sku = %owner.sale.sku, "the batcher panicked; closing this owner and giving its shards back");
+            surrenders.send(&owner, owner.close());
         }
     });
+}
+
+/// The batcher's loop.
+async fn run(owner: Arc<SaleOwner>, ctx: BatchContext) {
+    let margin = if ctx.settings.lease_margin { ctx.bound } else { Duration::ZERO };
+    let mut held = false;
+    loop {
+        tokio::select! {
+            () = owner.work.notified() => {}
+            () = tokio::time::sleep(HELD_RECHECK), if held => {}
+            () = owner.stopped.cancelled() => return,
+        }
+        loop {
+            linger(&owner, ctx.settings.linger).await;
+            let Some(batch) = take_batch(&owner, margin) else { break };
+            commit(&owner, &ctx, batch).await;
+        }
+        held = owner.pending_orders() > 0;
+    }
 }
 
 /// Waits up to `longest` for more orders, while they arrive faster than that and fewer than a
@@ -162,8 +177,12 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
     metrics::histogram!("seckill_batch_orders").record(orders.len() as f64);
     let outcome = ctx.db.commit_batch(sale, owner.fencing, ctx.settings.lock_order, &batch.shards, &orders, ctx.bound).await;
     drop(orders);
-    if ctx.settings.failpoint == Some(Failpoint::HoldBatchAnswers) {
-        crate::failpoint::batch_answers_released().await;
+    match ctx.settings.failpoint {
+        Some(Failpoint::HoldBatchAnswers) => crate::failpoint::batch_answers_released().await,
+        Some(Failpoint::PanicAfterBatchCommit) if crate::failpoint::first_panic_after_commit() => {
+            panic!("failpoint panic-after-batch-commit: the batch is committed, none of its orders answered")
+        }
+        _ => {}
     }
     match outcome {
         Ok(BatchOutcome::Committed(outcomes)) => committed(owner, ctx, batch.orders, &outcomes),

@@ -108,7 +108,14 @@ impl OwnedShards {
                     Ok(Decided::UserLimit) => return Err(BuyError::UserLimit),
                     Ok(Decided::Duplicate) => return Err(BuyError::DuplicateKey),
                     Ok(Decided::Failed(e)) => return Err(BuyError::Api(e)),
-                    Ok(Decided::Retry) | Err(_) => continue,
+                    Ok(Decided::Retry) => continue,
+                    // The batcher dropped the order unanswered: it panicked, possibly past the
+                    // commit. Deciding it again could sell it twice; its fate is unknown.
+                    Err(_) => {
+                        return Err(BuyError::Api(InventoryError::Bug(
+                            "the order's batch ended without an answer (the batcher failed); it may have been committed".into(),
+                        )));
+                    }
                 }
             }
             if owner.stopped.is_cancelled() {

@@ -215,6 +215,13 @@ impl Placement {
                     self.locks.reseed_from_store(&self.db, &sale.sku, shard).await?;
                     self.surrenders.send(owner, vec![Surrendered { shard, guard, empty: false }]);
                 }
+                Err(e) if e.wrote_nothing() => {
+                    // Another transaction held the row past the lock wait, or no connection came
+                    // free: nothing was claimed, and the database answers. Not its trouble.
+                    self.surrenders.send(owner, vec![Surrendered { shard, guard, empty: false }]);
+                    tracing::info!(sku = %sale.sku, %shard, error = %e, "claim wrote nothing; busy");
+                    return Err(InventoryError::Busy);
+                }
                 Err(e) => {
                     self.surrenders.send(owner, vec![Surrendered { shard, guard, empty: false }]);
                     self.surrenders.database_trouble();
