@@ -9,7 +9,7 @@ use lockkit::LockClient;
 use crate::{
     config::Settings,
     inventory::{
-        Inventory,
+        Inventory, RequestBounds,
         gate::{Gate, GateSettings},
         hints::Hints,
         owned::{BatchSettings, OwnedShards, PlacementSettings},
@@ -110,7 +110,7 @@ impl Application {
             shard_locks,
             owned.clone(),
             gate.clone(),
-            settings.request_deadline,
+            RequestBounds { deadline: settings.request_deadline, answer_grace: settings.owner_write_bound() },
             settings.max_in_flight,
         ));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));

@@ -31,7 +31,7 @@ use strategies::{Attempt, BuyError, Ctx, Strategy};
 use crate::{
     domain::Sale,
     domain::{Fencing, GateAck, OrderRequest, SaleSpec, Sku},
-    store::{Db, OrderRecord},
+    store::{Db, OrderRecord, StoreError},
 };
 
 /// A sale as a request sees it: its definition and, when fresh, its stock hints (fetched in the
@@ -75,13 +75,32 @@ const OWNED_SALE_RECHECK: Duration = Duration::from_millis(100);
 /// How often a request waiting for owned stock asks PostgreSQL whether the sale is sold out.
 const SOLD_OUT_RECHECK: Duration = Duration::from_millis(250);
 
+/// How long a request may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestBounds {
+    /// How long one order may take deciding: waiting for admission, locks and stock included.
+    pub deadline: Duration,
+    /// How much longer its answer may take: a commit started just before the deadline ends within
+    /// this (the owners' write bound). Past deadline and grace a request is answered `503
+    /// unavailable` whatever it waits for, so a dependency that stops answering (a blackholed
+    /// connection) holds no request, and no admission permit, for longer.
+    pub answer_grace: Duration,
+}
+
+impl RequestBounds {
+    /// The longest a request may take in all.
+    pub fn answer(&self) -> Duration {
+        self.deadline + self.answer_grace
+    }
+}
+
 /// The service's core: owns PostgreSQL, the hints, the shard locks and the owned shards.
 pub struct Inventory {
     ctx: Ctx,
     hints: Hints,
     owned: Arc<OwnedShards>,
     gate: Arc<Gate>,
-    deadline: Duration,
+    bounds: RequestBounds,
     /// Sales by SKU as last loaded; valid while the hints carry the same generation (every
     /// create/reset changes it), so a request costs no PostgreSQL round trip to look its sale up.
     sales: Mutex<HashMap<Sku, CachedSale>>,
@@ -91,7 +110,7 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// Assembles the inventory; `deadline` bounds each purchase, `max_in_flight` how many run at
+    /// Assembles the inventory; `bounds` bound each purchase, `max_in_flight` how many run at
     /// once.
     pub fn new(
         db: Db,
@@ -99,7 +118,7 @@ impl Inventory {
         locks: ShardLocks,
         owned: Arc<OwnedShards>,
         gate: Arc<Gate>,
-        deadline: Duration,
+        bounds: RequestBounds,
         max_in_flight: usize,
     ) -> Self {
         Self {
@@ -107,7 +126,7 @@ impl Inventory {
             hints,
             owned,
             gate,
-            deadline,
+            bounds,
             sales: Mutex::default(),
             admission: tokio::sync::Semaphore::new(max_in_flight),
         }
@@ -153,6 +172,23 @@ impl Inventory {
 
     /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
     pub async fn sale(&self, sku: &Sku) -> Result<SaleView, InventoryError> {
+        self.answered_within(self.bounds.answer(), self.load_sale(sku)).await
+    }
+
+    /// `work`, or `503 unavailable` if it has not ended after `bound` (it is dropped: what it
+    /// waited for may still happen).
+    async fn answered_within<T>(
+        &self,
+        bound: Duration,
+        work: impl Future<Output = Result<T, InventoryError>>,
+    ) -> Result<T, InventoryError> {
+        tokio::time::timeout(bound, work).await.unwrap_or_else(|_| {
+            tracing::warn!(?bound, "a request found no answer within its bound; answering unavailable");
+            Err(InventoryError::Store(StoreError::Unavailable(format!("no answer within {bound:?}"))))
+        })
+    }
+
+    async fn load_sale(&self, sku: &Sku) -> Result<SaleView, InventoryError> {
         // The gate's script checks the generation itself, like an owner's batch.
         let self_checking = |c: &CachedSale| c.sale.spec.strategy.owned_fencing().is_some() || c.sale.spec.strategy.gate_ack().is_some();
         let trusted = |c: &CachedSale| self_checking(c) && c.checked_at.elapsed() < OWNED_SALE_RECHECK;
@@ -233,8 +269,11 @@ impl Inventory {
     /// checks for an earlier order under the key before answering.
     #[tracing::instrument(level = "debug", skip_all, fields(sku = %view.sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
     pub async fn buy(&self, view: &SaleView, request: &OrderRequest) -> Result<Purchase, InventoryError> {
+        self.answered_within(self.bounds.answer(), self.buy_before(view, request, Instant::now() + self.bounds.deadline)).await
+    }
+
+    async fn buy_before(&self, view: &SaleView, request: &OrderRequest, deadline: Instant) -> Result<Purchase, InventoryError> {
         let sale = &view.sale;
-        let deadline = Instant::now() + self.deadline;
         let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| InventoryError::Busy)?;
         if let Some(ack) = sale.spec.strategy.gate_ack() {
             return self.buy_gate(sale.clone(), ack, request, deadline).await;

@@ -44,22 +44,21 @@ impl Db {
     /// critical sections (`critical_size`), and applies pending migrations. Statements on the
     /// critical pool are bounded by `critical_bound` on the server (`statement_timeout`) and on
     /// the wire (TCP user timeout, keepalives), so a lock holder never waits past its lease.
+    ///
+    /// The general pool is bounded too, more loosely ([`GENERAL_BOUND`]): a statement, a write
+    /// left unacknowledged on the wire, and a silent peer all end within it, so no request (and no
+    /// admission permit) hangs on a connection that stopped answering. Requests bound their whole
+    /// answer as well (`RequestBounds`), for what no socket option sees.
     pub async fn connect(url: &str, size: usize, critical_size: usize, critical_bound: Duration) -> Result<Self, StoreError> {
-        let general: tokio_postgres::Config =
+        let parsed: tokio_postgres::Config =
             url.parse().map_err(|_| StoreError::Config("DATABASE_URL is not a valid postgres URL".into()))?;
-        let mut critical = general.clone();
-        let bound_ms = critical_bound.as_millis().max(1);
+        let general = bounded_config(&parsed, GENERAL_BOUND, None);
         // A lock wait ends before the statement's own bound, so that losing to another
         // transaction reads as contention (55P03: rolled back, nothing written, the owner keeps
         // its shards) and not as a database too slow to answer (57014). With equal bounds the
         // statement timeout, which started first, always fired first.
-        let lock_ms = (bound_ms * 3 / 4).max(1);
-        let options = format!("{} -c statement_timeout={bound_ms} -c lock_timeout={lock_ms}", general.get_options().unwrap_or_default());
-        critical
-            .options(options.trim())
-            .tcp_user_timeout(critical_bound)
-            .keepalives(true)
-            .keepalives_idle(critical_bound.max(Duration::from_secs(1)));
+        let lock_wait = (critical_bound * 3 / 4).max(Duration::from_millis(1));
+        let critical = bounded_config(&parsed, critical_bound, Some(lock_wait));
         let pool = |config: &tokio_postgres::Config, size: usize| {
             let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
             Pool::builder(manager)
@@ -91,6 +90,23 @@ impl Db {
             Err(_) => false,
         }
     }
+}
+
+/// The bound of a statement on the general pool (the audit, a reset, the per-request strategies'
+/// transactions, reads): far above what any of them takes, far below "hangs for minutes".
+const GENERAL_BOUND: Duration = Duration::from_secs(10);
+
+/// `config` with every statement bounded by `bound` on the server (and lock waits by
+/// `lock_wait`), and the connection by the same on the wire: data unacknowledged for that long,
+/// or a peer silent to keepalives, ends it.
+fn bounded_config(config: &tokio_postgres::Config, bound: Duration, lock_wait: Option<Duration>) -> tokio_postgres::Config {
+    let mut options = format!("{} -c statement_timeout={}", config.get_options().unwrap_or_default(), bound.as_millis().max(1));
+    if let Some(wait) = lock_wait {
+        options.push_str(&format!(" -c lock_timeout={}", wait.as_millis().max(1)));
+    }
+    let mut bounded = config.clone();
+    bounded.options(options.trim()).tcp_user_timeout(bound).keepalives(true).keepalives_idle(bound.max(Duration::from_secs(1)));
+    bounded
 }
 
 /// A fence as read back from a `bigint` column. Only granted fences (positive) or 0 are ever

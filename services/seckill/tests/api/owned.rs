@@ -312,6 +312,28 @@ async fn a_claim_that_lost_its_row_to_another_transaction_is_busy_not_database_t
     assert_eq!(after.status(), StatusCode::CREATED);
 }
 
+/// The connections of one instance to PostgreSQL are blackholed (the proxy holds every byte,
+/// and no socket option notices), then it gets an order for a sale it has not loaded yet: the
+/// read of the sale, on the general pool, never answers. The request is still answered, 503
+/// unavailable, once its deadline and grace have passed. (Before, it hung as long as the
+/// connection did, holding its admission permit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_whose_database_stopped_answering_is_answered_within_its_bound() {
+    let proxy = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg_addr()).await.unwrap();
+    let mut cut = owner_settings();
+    cut.database_url = Secret::new(format!("postgres://seckill@{}/{}", proxy.addr(), database_name()));
+    let cut = spawn_app_with(cut).await;
+    let healthy = spawn_app_with(owner_settings()).await;
+    let sku = healthy.create_sale(sale(10, 1, "owned-shards")).await;
+    proxy.set_mode(Mode::Blackhole);
+
+    let answered = tokio::time::timeout(Duration::from_secs(60), cut.order(&sku, "cut-off", 1, None)).await;
+
+    proxy.set_mode(Mode::Pass);
+    let response = answered.expect("the request hung with its database");
+    assert_error(response, StatusCode::SERVICE_UNAVAILABLE, "unavailable").await;
+}
+
 fn assert_exact_so_far(audit: &Value, sold: u32) {
     assert_eq!(audit["sold"], sold, "{audit}");
     assert_eq!(audit["oversold"], 0, "{audit}");
@@ -326,7 +348,7 @@ async fn delayed_packet(strategy: &str) -> Value {
     let pg = pg_addr();
     let proxy = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg).await.unwrap();
     let mut delayed = owner_settings();
-    delayed.database_url = Secret::new(format!("postgres://seckill@{}/seckill", proxy.addr()));
+    delayed.database_url = Secret::new(format!("postgres://seckill@{}/{}", proxy.addr(), database_name()));
     let owner = spawn_app_with(delayed).await;
     let other = spawn_app_with(owner_settings()).await;
     let sku = other.create_sale(sale(20, 1, strategy)).await;
@@ -349,6 +371,13 @@ async fn delayed_packet(strategy: &str) -> Value {
     .await;
     assert!(landed, "the held batch reached PostgreSQL");
     other.audit(&sku).await
+}
+
+/// The test database's name (from `DATABASE_URL`).
+fn database_name() -> String {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://seckill@127.0.0.1:5440/seckill".into());
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    config.get_dbname().unwrap_or("seckill").to_string()
 }
 
 fn pg_addr() -> std::net::SocketAddr {
@@ -385,7 +414,7 @@ async fn control_owned_unfenced_oversells_under_a_delayed_packet() {
 async fn instances_take_over_from_one_whose_database_is_blackholed() {
     let proxy = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg_addr()).await.unwrap();
     let mut cut = owner_settings();
-    cut.database_url = Secret::new(format!("postgres://seckill@{}/seckill", proxy.addr()));
+    cut.database_url = Secret::new(format!("postgres://seckill@{}/{}", proxy.addr(), database_name()));
     let cut = spawn_app_with(cut).await;
     let healthy = [spawn_app_with(owner_settings()).await, spawn_app_with(owner_settings()).await];
     let sku = healthy[0].create_sale(sale(60, 3, "owned-shards")).await;
@@ -438,7 +467,7 @@ async fn writes_after_the_lease(lease_margin: bool) -> i64 {
     let database = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg_addr()).await.unwrap();
     let locks = FaultProxy::start("127.0.0.1:0".parse().unwrap(), redis_addr()).await.unwrap();
     let mut settings = owner_settings();
-    settings.database_url = Secret::new(format!("postgres://seckill@{}/seckill", database.addr()));
+    settings.database_url = Secret::new(format!("postgres://seckill@{}/{}", database.addr(), database_name()));
     settings.lock_url = Secret::new(format!("redis://{}", locks.addr()));
     settings.owner_lease_margin = lease_margin;
     settings.idle_release = Duration::from_secs(60);
