@@ -85,6 +85,7 @@ impl Application {
             write_bound: settings.owner_write_bound(),
             idle_release: settings.idle_release,
             interval: PLACEMENT_INTERVAL,
+            owner_idle: settings.idle_release.max(settings.request_deadline + settings.owner_write_bound()),
             lease: settings.lock_lease,
         };
         let gate_settings = GateSettings {

@@ -72,6 +72,9 @@ struct CachedSale {
 /// only delay noticing the reset by this much.
 const OWNED_SALE_RECHECK: Duration = Duration::from_millis(100);
 
+/// A cached sale not checked for this long is dropped when another sale is loaded.
+const CACHED_SALE_IDLE: Duration = Duration::from_secs(60);
+
 /// How often a request waiting for owned stock asks PostgreSQL whether the sale is sold out.
 const SOLD_OUT_RECHECK: Duration = Duration::from_millis(250);
 
@@ -208,7 +211,10 @@ impl Inventory {
             None => self.hints.rebuild(&self.ctx.db, &sale).await?,
         };
         let cached = CachedSale { sale: sale.clone(), confirmed_left: None, refused_min: None, checked_at: Instant::now() };
-        self.sales.lock().unwrap().insert(sku.clone(), cached);
+        let mut sales = self.sales.lock().unwrap();
+        // Sales not asked for in a while (deleted, or over) leave the cache as new ones come in.
+        sales.retain(|_, c| c.checked_at.elapsed() < CACHED_SALE_IDLE);
+        sales.insert(sku.clone(), cached);
         Ok(SaleView { sale, hints: Some(hints) })
     }
 

@@ -41,11 +41,7 @@ async fn two_instances() -> [TestApp; 2] {
 /// Batches that wrote nothing because another transaction held what they needed, over every
 /// instance of this test process (the metrics recorder is process-wide).
 async fn requeued_batches(app: &TestApp) -> u64 {
-    let text = app.http.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
-    text.lines()
-        .filter(|line| line.starts_with("seckill_batch_requeued_total"))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    app.metric("seckill_batch_requeued_total").await as u64
 }
 
 /// One order request: who, and under which key.

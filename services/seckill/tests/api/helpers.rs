@@ -82,6 +82,15 @@ impl TestApp {
         body
     }
 
+    /// The sum of every series of the metric `name` this instance exports (0 if none).
+    pub(crate) async fn metric(&self, name: &str) -> f64 {
+        let text = self.http.get(format!("{}/metrics", self.address)).send().await.unwrap().text().await.unwrap();
+        text.lines()
+            .filter(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with([' ', '{'])))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     pub(crate) async fn stop(&self) {
         self.handle.stop(true).await;
     }

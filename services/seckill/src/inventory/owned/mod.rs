@@ -156,10 +156,30 @@ impl OwnedShards {
         }
     }
 
+    /// Frees the owners of sales nothing happened to for a while (sold out here, deleted, or
+    /// simply no longer ordered), and what placement kept about sales that it no longer needs.
+    fn free_idle_owners(&self) {
+        let idle = self.placement.owner_idle();
+        let mut owners = self.owners.lock().unwrap();
+        owners.retain(|sku, owner| {
+            let free = owner.is_idle(idle);
+            if free {
+                tracing::debug!(%sku, "freeing the idle owner of this sale");
+                self.batch.surrenders.send(owner, owner.close());
+            }
+            !free
+        });
+        metrics::gauge!("seckill_sale_owners").set(owners.len() as f64);
+        drop(owners);
+        self.placement.prune();
+        metrics::gauge!("seckill_placement_entries").set(self.placement.entries() as f64);
+    }
+
     /// The owner of this generation of the sale; a previous generation's owner is closed.
     fn owner_for(&self, sale: &Sale, fencing: Fencing) -> Arc<SaleOwner> {
         let mut owners = self.owners.lock().unwrap();
         if let Some(owner) = owners.get(&sale.sku).filter(|o| o.sale.generation == sale.generation && !o.stopped.is_cancelled()) {
+            owner.touch();
             return owner.clone();
         }
         let owner = SaleOwner::new(sale.clone(), fencing);
@@ -183,6 +203,7 @@ async fn rebalance_loop(owned: std::sync::Weak<OwnedShards>, stop: CancellationT
             () = stop.cancelled() => return,
         }
         let Some(owned) = owned.upgrade() else { return };
+        owned.free_idle_owners();
         let owners: Vec<Arc<SaleOwner>> = owned.owners.lock().unwrap().values().cloned().collect();
         if owners.is_empty() {
             // No owned sale here: nothing to give back, and no share of any to count.

@@ -166,6 +166,8 @@ pub(crate) struct SaleOwner {
     pub(crate) stopped: CancellationToken,
     /// Shards adopted so far.
     adopted: AtomicU64,
+    /// When a request last came for this sale (an idle owner without shards is freed).
+    touched: Mutex<Instant>,
 }
 
 impl SaleOwner {
@@ -178,7 +180,19 @@ impl SaleOwner {
             acquiring: tokio::sync::Mutex::new(()),
             stopped: CancellationToken::new(),
             adopted: AtomicU64::new(0),
+            touched: Mutex::new(Instant::now()),
         })
+    }
+
+    /// Notes that a request came for this sale.
+    pub(crate) fn touch(&self) {
+        *self.touched.lock().unwrap() = Instant::now();
+    }
+
+    /// Whether nothing is owned or pending here, and no request came for `idle`.
+    pub(crate) fn is_idle(&self, idle: Duration) -> bool {
+        let state = self.state.lock().unwrap();
+        state.shards.is_empty() && state.pending.is_empty() && self.touched.lock().unwrap().elapsed() >= idle
     }
 
     /// Decides `request` against memory: reserves its units and queues it for the next batch.
@@ -198,8 +212,12 @@ impl SaleOwner {
     }
 
     /// Takes a claimed shard into memory and starts watching its lease: when it is lost, the
-    /// shard is forgotten at once and nothing more is decided against it.
-    pub(crate) fn adopt(self: &Arc<Self>, shard: ShardId, guard: LockGuard, remaining: i64) {
+    /// shard is forgotten at once and nothing more is decided against it. A closed owner takes
+    /// nothing: the shard comes back, to be released.
+    pub(crate) fn adopt(self: &Arc<Self>, shard: ShardId, guard: LockGuard, remaining: i64) -> Result<(), Surrendered> {
+        if self.state.lock().unwrap().closed {
+            return Err(Surrendered { shard, guard, empty: false });
+        }
         let watch = CancellationToken::new();
         let lost = guard.lost();
         let fence = guard.fence();
@@ -227,9 +245,17 @@ impl SaleOwner {
             guard,
             watch,
         };
-        self.state.lock().unwrap().shards.insert(shard, owned);
+        let mut state = self.state.lock().unwrap();
+        if state.closed {
+            // Closed while the watcher started: it is stopped with the shard handed back.
+            drop(state);
+            return Err(surrendered(shard, owned));
+        }
+        state.shards.insert(shard, owned);
+        drop(state);
         self.adopted.fetch_add(1, Ordering::Release);
         tracing::debug!(sku = %self.sale.sku, %shard, %fence, remaining, "shard owned");
+        Ok(())
     }
 
     /// Orders decided and waiting for the next batch.

@@ -78,6 +78,9 @@ pub(crate) struct PlacementSettings {
     pub(crate) idle_release: Duration,
     /// How often idle shards and other instances' requests for stock are looked at.
     pub(crate) interval: Duration,
+    /// A sale's owner with no shard, nothing pending and no request for this long is freed
+    /// (its batcher stops): longer than any request takes, so none is still using it.
+    pub(crate) owner_idle: Duration,
     /// The lease of a shard lock: how long to keep away from shards after database trouble.
     pub(crate) lease: Duration,
 }
@@ -200,7 +203,10 @@ impl Placement {
             let fence = guard.fence();
             match self.db.claim_shard(sale, shard, fence, &self.settings.instance, self.settings.write_bound).await {
                 Ok(Some(remaining)) if remaining > 0 => {
-                    owner.adopt(shard, guard, remaining);
+                    if let Err(unwanted) = owner.adopt(shard, guard, remaining) {
+                        // The owner closed meanwhile (a reset, or freed): the caller reloads.
+                        self.surrenders.send(owner, vec![unwanted]);
+                    }
                     return Ok(Taken::Shard);
                 }
                 Ok(Some(_)) => {
@@ -243,6 +249,30 @@ impl Placement {
             confirmed.insert(sku.clone(), now);
         }
         due
+    }
+
+    /// Drops what no decision needs any more: shards no longer kept away from, and the per-sale
+    /// instants older than the windows they are compared with. What is left is bounded by the
+    /// sales active now, also when sales are deleted or never ordered again.
+    pub(crate) fn prune(&self) {
+        let now = Instant::now();
+        self.held_elsewhere.lock().unwrap().retain(|_, until| now < *until);
+        self.nothing_free.lock().unwrap().retain(|_, until| now < *until);
+        self.asked.lock().unwrap().retain(|_, at| now < *at + self.settings.interval);
+        self.empty_hints_confirmed.lock().unwrap().retain(|_, at| now < *at + EMPTY_HINTS_RECHECK);
+    }
+
+    /// Entries in the per-sale maps (for the gauge that shows they stay bounded).
+    pub(crate) fn entries(&self) -> usize {
+        self.held_elsewhere.lock().unwrap().len()
+            + self.nothing_free.lock().unwrap().len()
+            + self.asked.lock().unwrap().len()
+            + self.empty_hints_confirmed.lock().unwrap().len()
+    }
+
+    /// How long an owner may stay idle before it is freed.
+    pub(crate) fn owner_idle(&self) -> Duration {
+        self.settings.owner_idle
     }
 
     /// Tells the other instances that this one needs stock of `sku` (at most every tick).
