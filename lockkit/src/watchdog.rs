@@ -129,7 +129,7 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
     metrics::renewal_round_trip();
     let outcome = tokio::time::timeout(budget, core.backend.renew(&renewals))
         .await
-        .unwrap_or_else(|_| Err(Error::unanswered("a lease renewal", budget)));
+        .unwrap_or_else(|_| Err(Error::unanswered(core.backend.kind(), "a lease renewal", budget)));
     drop(renewals);
     let now = Moment::now();
     match outcome {

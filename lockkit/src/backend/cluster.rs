@@ -68,7 +68,7 @@ impl RedisCluster {
         let connect = async {
             tokio::time::timeout(self.command_timeout, self.client.get_async_connection())
                 .await
-                .map_err(|_| Error::unanswered("the cluster connection", self.command_timeout))?
+                .map_err(|_| Error::unanswered(BackendKind::RedisCluster, "a connection", self.command_timeout))?
                 .map_err(Error::from)
         };
         Ok(self.conn.get_or_try_init(|| connect).await?.clone())
