@@ -15,6 +15,7 @@
 mod cluster;
 #[cfg(feature = "etcd")]
 mod etcd;
+mod eviction;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod redlock;
@@ -27,9 +28,9 @@ use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use redis::aio::ConnectionLike;
 
-pub(crate) use self::url::BackendUrl;
 #[cfg(feature = "postgres")]
 pub(crate) use self::url::PgMode;
+pub(crate) use self::url::{BackendUrl, take_allow_eviction};
 use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
@@ -131,6 +132,12 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// Checks that the servers answer (for one Redis and a cluster) or says which do not (Redlock
     /// connects to whatever answers: its nodes may come back).
     fn ping(&self) -> BoxFuture<'_, Result<()>>;
+
+    /// Refuses servers whose eviction policy may drop lock keys (see `eviction`): Redis backends
+    /// read `maxmemory-policy` on every server they reach. The others keep nothing evictable.
+    fn check_eviction(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// One attempt to take `hold` for `token` with a lease of `lease`. If the future is dropped
     /// after the request may have reached a server, the backend hands an owner-checked undo to

@@ -30,7 +30,7 @@ use std::{sync::Arc, time::Duration};
 use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel};
+use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
 use crate::{
     Fence, LockInfo,
     connections::Connections,
@@ -205,6 +205,27 @@ impl Backend for Redlock {
                 }
             }
             self.require_quorum("a ping", &outcomes)
+        })
+    }
+
+    /// Every node that answers must be safe: a grant's majority may be any of them. A node that
+    /// does not answer now is not read when it comes back.
+    fn check_eviction(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let answers = self
+                .on_all("CONFIG GET maxmemory-policy", self.command_timeout, |mut conn| async move {
+                    Ok(eviction::command().query_async(&mut conn).await)
+                })
+                .await;
+            for (node, answer) in self.nodes.iter().zip(answers) {
+                match answer.and_then(|answer| eviction::check(&node.address, answer)) {
+                    Err(e) if e.is_unavailable() => {
+                        tracing::warn!(node = %node.address, error = %e, "redlock node's maxmemory-policy not checked");
+                    }
+                    outcome => outcome?,
+                }
+            }
+            Ok(())
         })
     }
 
