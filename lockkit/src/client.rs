@@ -24,9 +24,9 @@ use crate::{
 /// Lease used when none is given: the watchdog renews it every third of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
-/// A handle to lockkit on one deployment: one Redis, a Redis Cluster, or Redlock over independent
-/// masters, chosen by the URL. Clone it freely: clones share the connections, the wake-up
-/// connection and the watchdog.
+/// A handle to lockkit on one deployment, chosen by the URL: one Redis, a Redis Cluster, Redlock
+/// over independent masters, ZooKeeper, etcd or PostgreSQL (the last three behind features).
+/// Clone it freely: clones share the connections, the wake-up connection and the watchdog.
 ///
 /// ```no_run
 /// # async fn demo() -> lockkit::Result<()> {
