@@ -3,8 +3,9 @@
 //!
 //! Under memory pressure Redis evicts keys by its `maxmemory-policy`:
 //! - `allkeys-*` may evict any key, among them a lock's fence counter `{prefix:NAME}:fence`, which
-//!   never expires. The next grant then starts the counter again from 1: fences go backwards,
-//!   and a stale holder's writes outrank the new holder's until the store's check catches it;
+//!   never expires. The next grant then starts the counter again from 1: fences go backwards, a
+//!   new holder's fence is below those the store already accepted, and its writes are refused
+//!   until someone re-seeds the counter (`ensure_fence_at_least`);
 //! - `volatile-*` evicts keys that expire, which is every held lock `{prefix:NAME}`: the lock is
 //!   free while its holder still believes it holds it.
 //!
