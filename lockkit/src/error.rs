@@ -36,7 +36,8 @@ pub enum ErrorKind {
 /// match client.lock("orders", Duration::from_millis(200)).await {
 ///     Ok(guard) => { let _ = guard.release().await; }
 ///     Err(e) if e.is_timeout() => println!("busy, try later"),
-///     Err(e) if e.is_retryable() => println!("redis hiccup: {e}"),
+///     Err(e) if e.is_retryable() => println!("the lock servers did not answer, try later: {e}"),
+///     Err(e) if e.is_unsupported() => panic!("this backend does not keep this lock: {e}"),
 ///     Err(e) => panic!("{e}"),
 /// }
 /// # }
