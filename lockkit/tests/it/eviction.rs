@@ -72,16 +72,25 @@ async fn a_server_that_will_not_tell_its_policy_is_let_through_with_a_warning() 
         .query_async(&mut server.conn().await)
         .await
         .unwrap();
-    let logs = Logs::default();
-    let _capture = tracing::subscriber::set_default(
-        tracing_subscriber::fmt().with_writer(logs.clone()).with_max_level(tracing::Level::WARN).finish(),
-    );
+    let (logs, _capture) = Logs::capture();
 
     let client = LockClient::connect(&format!("redis://locker:secret@{}", server.address())).await.unwrap();
 
     assert_locks(&client).await;
-    let logs = logs.text();
-    assert!(logs.contains("cannot read maxmemory-policy") && logs.contains("noeviction"), "{logs}");
+    logs.assert_policy_not_read();
+}
+
+/// The same when `CONFIG` was renamed away, as some hosted Redis services do.
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_with_config_renamed_away_is_let_through_with_a_warning() {
+    let server =
+        RedisServer::start_64xx(&["--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", ""]).await;
+    let (logs, _capture) = Logs::capture();
+
+    let client = LockClient::connect(&server.url()).await.unwrap();
+
+    assert_locks(&client).await;
+    logs.assert_policy_not_read();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,8 +135,17 @@ async fn control_noeviction_connects() {
 struct Logs(Arc<Mutex<Vec<u8>>>);
 
 impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    /// Captures the warnings of this thread (a current-thread test) until the guard is dropped.
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let subscriber =
+            tracing_subscriber::fmt().with_writer(logs.clone()).with_max_level(tracing::Level::WARN).finish();
+        (logs.clone(), tracing::subscriber::set_default(subscriber))
+    }
+
+    fn assert_policy_not_read(&self) {
+        let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
+        assert!(text.contains("cannot read maxmemory-policy") && text.contains("noeviction"), "{text}");
     }
 }
 
