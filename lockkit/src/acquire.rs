@@ -60,9 +60,10 @@ impl<'a> Acquire<'a> {
     /// in-flight writes drain before a new holder starts. A release ends it at once: no delay.
     ///
     /// Waiters see the delay as a held lock (a timeout if it outlasts their wait). The delay is
-    /// the holder's choice: it applies to the grant that set it, whoever waits. Works on every
-    /// backend (on Redlock, on each node). Only the plain lock has it: on any other primitive the
-    /// acquire fails with [`ErrorKind::Config`].
+    /// the holder's choice: it applies to the grant that set it, whoever waits. On one Redis, a
+    /// Redis Cluster and Redlock (there on each node); on ZooKeeper, etcd and PostgreSQL the
+    /// acquire fails with [`ErrorKind::Unsupported`]. Only the plain lock has it: on any other
+    /// primitive the acquire fails with [`ErrorKind::Config`].
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.lock_delay = Some(delay);
         self

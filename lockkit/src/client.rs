@@ -24,9 +24,9 @@ use crate::{
 /// Lease used when none is given: the watchdog renews it every third of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
-/// A handle to lockkit on one deployment: one Redis, a Redis Cluster, or Redlock over independent
-/// masters, chosen by the URL. Clone it freely: clones share the connections, the wake-up
-/// connection and the watchdog.
+/// A handle to lockkit on one deployment, chosen by the URL: one Redis, a Redis Cluster, Redlock
+/// over independent masters, ZooKeeper, etcd or PostgreSQL (the last three behind features).
+/// Clone it freely: clones share the connections, the wake-up connection and the watchdog.
 ///
 /// ```no_run
 /// # async fn demo() -> lockkit::Result<()> {
@@ -58,7 +58,12 @@ impl LockClient {
     /// - `redis+cluster://[user:password@]host:port,host:port,...`: a Redis Cluster, from its seed
     ///   nodes;
     /// - `redlock://[user:password@]host:port,...`: Redlock over independent masters (at least 3;
-    ///   a majority must agree).
+    ///   a majority must agree);
+    /// - `zk://`, `etcd://`, `postgres://`, `postgres+advisory://` with the features `zookeeper`,
+    ///   `etcd` and `postgres` (see the crate's backend table).
+    ///
+    /// A Redis server whose `maxmemory-policy` is not `noeviction` is refused unless the URL says
+    /// `?allow_eviction=true` (see [`LockClientBuilder::allow_eviction`]).
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
     }
@@ -73,6 +78,7 @@ impl LockClient {
                 command_timeout: Duration::from_secs(2),
                 wake_safety_interval: Duration::from_secs(5),
                 node_timeout: Duration::from_millis(100),
+                allow_eviction: false,
             },
             connections: 2,
         }
@@ -192,9 +198,21 @@ impl LockClientBuilder {
         self
     }
 
-    /// Connects, checks that the servers answer (on Redlock: a majority of them), and starts the
-    /// watchdog and wake-up tasks. Must be called inside a tokio runtime.
-    pub async fn connect(self) -> Result<LockClient> {
+    /// Redis backends: connect even if a server's `maxmemory-policy` is not `noeviction` (default
+    /// `false`; the URL parameter `allow_eviction=true` does the same). Under `allkeys-*` Redis may
+    /// evict a fence counter, which never expires, and fences start again from 1; under
+    /// `volatile-*` it may evict a held lock. Without this, [`connect`](Self::connect) refuses
+    /// such a server with [`ErrorKind::Config`]. A server that refuses `CONFIG GET` (ACL, renamed
+    /// command) is not refused: lockkit logs a warning and connects.
+    pub fn allow_eviction(mut self, allow: bool) -> Self {
+        self.config.allow_eviction = allow;
+        self
+    }
+
+    /// Connects, checks that the servers answer (on Redlock: a majority of them) and, on Redis,
+    /// that they do not evict lock keys (see [`allow_eviction`](Self::allow_eviction)), and starts
+    /// the watchdog and wake-up tasks. Must be called inside a tokio runtime.
+    pub async fn connect(mut self) -> Result<LockClient> {
         let config_error = |what: String| Error::new(ErrorKind::Config, what);
         let cfg = &self.config;
         if cfg.prefix.is_empty() || cfg.prefix.contains(['{', '}']) {
@@ -206,7 +224,9 @@ impl LockClientBuilder {
                 "default lease must be at least 10 ms and the command and node timeouts positive".into(),
             ));
         }
-        let url = BackendUrl::parse(&self.url)?;
+        let (url, url_allows_eviction) = backend::take_allow_eviction(&self.url)?;
+        self.config.allow_eviction |= url_allows_eviction;
+        let url = BackendUrl::parse(&url)?;
         let backend = backend::open(&url, &self.config, self.connections).await?;
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
         let core = Arc::new(Core {
@@ -217,6 +237,9 @@ impl LockClientBuilder {
         });
         let started = Instant::now();
         core.backend.ping().await?;
+        if !core.config.allow_eviction {
+            core.backend.check_eviction().await?;
+        }
         tracing::debug!(elapsed = ?started.elapsed(), prefix = %core.config.prefix, backend = %core.backend.kind(), "lockkit connected");
         watchdog::spawn(Arc::downgrade(&core), jobs_rx);
         Ok(LockClient { core })

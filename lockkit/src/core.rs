@@ -22,6 +22,9 @@ pub(crate) struct Config {
     pub(crate) wake_safety_interval: std::time::Duration,
     /// Redlock: longest wait for one node's answer (small against the lease).
     pub(crate) node_timeout: std::time::Duration,
+    /// Connect to Redis servers whose eviction policy may drop lock keys (the user opted out of
+    /// the check).
+    pub(crate) allow_eviction: bool,
 }
 
 /// What clients, guards and the watchdog share.

@@ -19,8 +19,13 @@ pub enum ErrorKind {
     Redis,
     /// A lock name that cannot be used (empty, too long, or containing `{`/`}`).
     InvalidName,
-    /// A bad configuration value (URL, pool size, durations).
+    /// A bad configuration value (URL, pool size, durations), or a server set up in a way that
+    /// lockkit cannot be safe on (an eviction policy that may drop its keys).
     Config,
+    /// The backend cannot do this at all (a primitive or lock-delay that only Redis keeps, a
+    /// fence that a revision or zxid cannot be raised to, a pattern on advisory locks). Retrying
+    /// never helps; another backend may.
+    Unsupported,
 }
 
 /// An error from lockkit.
@@ -31,7 +36,8 @@ pub enum ErrorKind {
 /// match client.lock("orders", Duration::from_millis(200)).await {
 ///     Ok(guard) => { let _ = guard.release().await; }
 ///     Err(e) if e.is_timeout() => println!("busy, try later"),
-///     Err(e) if e.is_retryable() => println!("redis hiccup: {e}"),
+///     Err(e) if e.is_retryable() => println!("the lock servers did not answer, try later: {e}"),
+///     Err(e) if e.is_unsupported() => panic!("this backend does not keep this lock: {e}"),
 ///     Err(e) => panic!("{e}"),
 /// }
 /// # }
@@ -64,8 +70,14 @@ impl Error {
         Self::new(ErrorKind::LeaseLost, format!("lease of lock {name:?} was lost"))
     }
 
-    pub(crate) fn unanswered(what: &str, after: Duration) -> Self {
-        Self::new(ErrorKind::Unavailable, format!("redis did not answer {what} within {after:?}"))
+    /// `server` (the backend, or one of its nodes) gave no answer to `what` within `after`.
+    pub(crate) fn unanswered(server: impl fmt::Display, what: &str, after: Duration) -> Self {
+        Self::new(ErrorKind::Unavailable, format!("{server} did not answer {what} within {after:?}"))
+    }
+
+    /// What a backend refuses to do, whoever asks and however often.
+    pub(crate) fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unsupported, message)
     }
 
     pub(crate) fn no_quorum(what: &str, answered: usize, quorum: usize, nodes: usize, silent: &[&str]) -> Self {
@@ -102,6 +114,11 @@ impl Error {
     /// Redlock could not reach a majority of its nodes.
     pub fn is_no_quorum(&self) -> bool {
         self.kind == ErrorKind::NoQuorum
+    }
+
+    /// This backend cannot do what was asked (see [`ErrorKind::Unsupported`]): not retryable.
+    pub fn is_unsupported(&self) -> bool {
+        self.kind == ErrorKind::Unsupported
     }
 
     /// Trying again (after a pause) may succeed: timeouts and unavailability.
@@ -171,8 +188,17 @@ mod tests {
         assert!(t.is_timeout() && t.is_retryable() && !t.is_lost());
         let l = Error::lease_lost("a");
         assert!(l.is_lost() && !l.is_retryable());
-        let u = Error::unanswered("acquire", Duration::from_secs(1));
+        let u = Error::unanswered(crate::BackendKind::Redis, "acquire", Duration::from_secs(1));
         assert!(u.is_unavailable() && u.is_retryable());
         assert!(t.to_string().contains("\"a\""));
+        let refused = Error::unsupported("no lock-delay here");
+        assert!(refused.is_unsupported() && !refused.is_retryable() && !refused.is_unavailable());
+    }
+
+    #[test]
+    fn an_unanswered_error_names_the_backend_that_did_not_answer() {
+        let etcd = Error::unanswered(crate::BackendKind::Etcd, "a lease renewal", Duration::from_secs(2));
+        assert!(etcd.to_string().starts_with("etcd did not answer a lease renewal"), "{etcd}");
+        assert!(!etcd.to_string().contains("redis"), "{etcd}");
     }
 }

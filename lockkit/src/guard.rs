@@ -146,10 +146,12 @@ impl LockGuard {
         // (If this future is dropped here, the watchdog finds the lease again within a few
         // milliseconds: it keeps looking while a lease is busy.)
         let extended = match tokio::time::timeout(timeout, core.backend.renew(&renewal)).await {
-            Ok(Ok(outcomes)) if outcomes[0] == Renewed::Unanswered => Err(Error::unanswered("an extension", timeout)),
+            Ok(Ok(outcomes)) if outcomes[0] == Renewed::Unanswered => {
+                Err(Error::unanswered(core.backend.kind(), "an extension", timeout))
+            }
             Ok(Ok(outcomes)) => Ok(outcomes[0]),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::unanswered("an extension", timeout)),
+            Err(_) => Err(Error::unanswered(core.backend.kind(), "an extension", timeout)),
         };
         match extended {
             Err(e) => {

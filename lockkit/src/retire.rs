@@ -50,8 +50,9 @@ impl LockClient {
     /// grant keeps fences from going backwards. A holder whose lease already ended may still be
     /// writing with an old fence; the store's fence check is what refuses it, as always.
     ///
-    /// Not on Redlock (fails with [`ErrorKind::Config`](crate::ErrorKind::Config)): a node that
-    /// misses the retirement would keep a counter that the others forgot.
+    /// Only on one Redis or a Redis Cluster; elsewhere it fails with
+    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) (on Redlock a node that misses the retirement
+    /// would keep a counter that the others forgot).
     ///
     /// ```no_run
     /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {

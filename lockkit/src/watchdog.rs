@@ -110,27 +110,35 @@ async fn tick(core: &Core) -> Moment {
     }
 }
 
-/// Renews a batch of leases (on one Redis: in one round trip). The leases' state locks are held throughout, so a
-/// release that starts meanwhile waits for this to finish (and then nothing renews it again).
+/// Renews a batch of leases (on one Redis: in one round trip). The leases' state locks are held
+/// throughout, so a release that starts meanwhile waits for this to finish (and then nothing renews
+/// it again).
+///
+/// The batch waits for its answer as long as any of its leases can still use it (at most the
+/// command timeout), not only as long as the lease nearest its deadline: a lease that a pause or
+/// a slow answer left nearly expired must not fail the renewals of the healthy ones beside it.
+/// A lease whose deadline passes while the batch is in flight is declared lost at its deadline,
+/// whatever the answer says later.
 async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseState>)>) {
     let sent_at = Moment::now();
-    // Never wait for an answer past the earliest deadline in the batch: by then that lease is lost
-    // whatever Redis says.
     let budget = batch
         .iter()
         .map(|(_, state)| state.schedule.remaining(sent_at))
-        .min()
+        .max()
         .unwrap_or_default()
         .min(core.config.command_timeout);
-    let renewals: Vec<Renewal<'_>> = batch
-        .iter()
-        .map(|(lease, state)| Renewal { hold: &lease.hold, token: &lease.token, lease: state.schedule.lease() })
-        .collect();
-    metrics::renewal_round_trip();
-    let outcome = tokio::time::timeout(budget, core.backend.renew(&renewals))
-        .await
-        .unwrap_or_else(|_| Err(Error::unanswered("a lease renewal", budget)));
-    drop(renewals);
+    let outcome = {
+        let renewals: Vec<Renewal<'_>> = batch
+            .iter()
+            .map(|(lease, state)| Renewal { hold: &lease.hold, token: &lease.token, lease: state.schedule.lease() })
+            .collect();
+        metrics::renewal_round_trip();
+        let answer = tokio::time::timeout(budget, core.backend.renew(&renewals));
+        match answer_or_deadlines(answer, &batch).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Error::unanswered(core.backend.kind(), "a lease renewal", budget)),
+        }
+    };
     let now = Moment::now();
     match outcome {
         Ok(outcomes) => {
@@ -164,9 +172,39 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
         }
         Err(e) => {
             tracing::debug!(error = %e, leases = batch.len(), "lease renewal failed; retrying until the deadline");
-            metrics::renewals("error", batch.len());
+            let mut failed = 0;
             for (lease, state) in &mut batch {
-                retry_or_lose(core, lease, state, now);
+                if lease.loss().is_some() {
+                    core.registry.remove(lease.id);
+                } else {
+                    failed += 1;
+                    retry_or_lose(core, lease, state, now);
+                }
+            }
+            metrics::renewals("error", failed);
+        }
+    }
+}
+
+/// Awaits `answer`, and meanwhile declares each lease of `batch` lost when its deadline passes.
+async fn answer_or_deadlines<T>(
+    answer: impl Future<Output = T>,
+    batch: &[(Arc<Lease>, OwnedMutexGuard<LeaseState>)],
+) -> T {
+    let mut deadlines: Vec<(Moment, &Lease)> =
+        batch.iter().map(|(lease, state)| (state.schedule.deadline(), lease.as_ref())).collect();
+    deadlines.sort_by_key(|(deadline, _)| *deadline);
+    let mut deadlines = deadlines.into_iter().peekable();
+    tokio::pin!(answer);
+    loop {
+        let Some(&(next, _)) = deadlines.peek() else { return answer.await };
+        tokio::select! {
+            outcome = &mut answer => return outcome,
+            () = tokio::time::sleep(next.until()) => {
+                let now = Moment::now();
+                while let Some((_, lease)) = deadlines.next_if(|(deadline, _)| *deadline <= now) {
+                    lease.mark_lost(LeaseLoss::Expired);
+                }
             }
         }
     }

@@ -24,7 +24,7 @@ use redis::{
 };
 use tokio::sync::OnceCell;
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel};
+use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
 use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
@@ -68,7 +68,7 @@ impl RedisCluster {
         let connect = async {
             tokio::time::timeout(self.command_timeout, self.client.get_async_connection())
                 .await
-                .map_err(|_| Error::unanswered("the cluster connection", self.command_timeout))?
+                .map_err(|_| Error::unanswered(BackendKind::RedisCluster, "a connection", self.command_timeout))?
                 .map_err(Error::from)
         };
         Ok(self.conn.get_or_try_init(|| connect).await?.clone())
@@ -110,6 +110,28 @@ impl Backend for RedisCluster {
             let mut conn = self.conn().await?;
             let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
             conn.route_command(redis::cmd("PING").clone(), route).await?;
+            Ok(())
+        })
+    }
+
+    fn check_eviction(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let mut conn = self.conn().await?;
+            let masters = match self.masters(&mut conn).await {
+                Ok(masters) => masters,
+                Err(e) if e.is_unavailable() => return Err(e),
+                // CLUSTER NODES refused by an ACL: no way to reach each master by address.
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the cluster's masters to read their maxmemory-policy; \
+                                                lockkit is safe only under noeviction");
+                    return Ok(());
+                }
+            };
+            for (host, port) in masters {
+                let server = format!("{host}:{port}");
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+                eviction::check(&server, conn.route_command(eviction::command(), route).await)?;
+            }
             Ok(())
         })
     }

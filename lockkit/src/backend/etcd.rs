@@ -98,7 +98,7 @@ pub(crate) async fn open(
     }
     let client = tokio::time::timeout(timeout, Client::connect(endpoints, Some(options)))
         .await
-        .map_err(|_| Error::unanswered("connecting to etcd", timeout))?
+        .map_err(|_| Error::unanswered(BackendKind::Etcd, "a connection", timeout))?
         .map_err(|e| failed("connecting to etcd", e))?;
     let backend = Etcd {
         client,
@@ -266,7 +266,7 @@ impl Etcd {
         let outcome = match tokio::time::timeout(self.command_timeout, request).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => failed(what, e),
-            Err(_) => Error::unanswered(&format!("etcd: {what}"), self.command_timeout),
+            Err(_) => Error::unanswered(BackendKind::Etcd, what, self.command_timeout),
         };
         if outcome.is_unavailable() {
             self.wake.set_connected(false);
@@ -376,7 +376,7 @@ impl Etcd {
         match tokio::time::timeout(self.command_timeout, revoke).await {
             Ok(Err(e)) if lease_not_found(&e) => Ok(()),
             Ok(outcome) => outcome.map_err(|e| failed("a lease revoke", e)),
-            Err(_) => Err(Error::unanswered("etcd: a lease revoke", self.command_timeout)),
+            Err(_) => Err(Error::unanswered(BackendKind::Etcd, "a lease revoke", self.command_timeout)),
         }
     }
 
@@ -439,7 +439,7 @@ async fn keep_alive_once(client: &Client, lease: i64, timeout: Duration) -> Resu
         Ok(Ok(_)) => Ok(KeepAlive::Alive),
         Ok(Err(e)) if lease_not_found(&e) => Ok(KeepAlive::Gone),
         Ok(Err(e)) => Err(failed("a lease keep-alive", e)),
-        Err(_) => Err(Error::unanswered("etcd: a lease keep-alive", timeout)),
+        Err(_) => Err(Error::unanswered(BackendKind::Etcd, "a lease keep-alive", timeout)),
     }
 }
 
@@ -552,9 +552,7 @@ impl Backend for Etcd {
     }
 
     fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(async move {
-            Err(Error::new(ErrorKind::Config, "this operation is not available on etcd: it needs Redis"))
-        })
+        Box::pin(async move { Err(Error::unsupported("this operation is not available on etcd: it needs Redis")) })
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
@@ -583,14 +581,11 @@ impl Backend for Etcd {
             if current >= at_least {
                 return Ok(current);
             }
-            Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "etcd fences are the cluster's revisions, which only writes advance: cannot raise lock {:?}'s \
+            Err(Error::unsupported(format!(
+                "etcd fences are the cluster's revisions, which only writes advance: cannot raise lock {:?}'s \
                      fence to {at_least} (the revision is {current})",
-                    keys.name
-                ),
-            ))
+                keys.name
+            )))
         })
     }
 

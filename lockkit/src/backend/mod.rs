@@ -15,6 +15,7 @@
 mod cluster;
 #[cfg(feature = "etcd")]
 mod etcd;
+mod eviction;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod redlock;
@@ -27,9 +28,9 @@ use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use redis::aio::ConnectionLike;
 
-pub(crate) use self::url::BackendUrl;
 #[cfg(feature = "postgres")]
 pub(crate) use self::url::PgMode;
+pub(crate) use self::url::{BackendUrl, take_allow_eviction};
 use crate::{
     Fence, LockInfo,
     core::{Config, Jobs},
@@ -132,10 +133,16 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// connects to whatever answers: its nodes may come back).
     fn ping(&self) -> BoxFuture<'_, Result<()>>;
 
+    /// Refuses servers whose eviction policy may drop lock keys (see `eviction`): Redis backends
+    /// read `maxmemory-policy` on every server they reach. The others keep nothing evictable.
+    fn check_eviction(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// One attempt to take `hold` for `token` with a lease of `lease`. If the future is dropped
     /// after the request may have reached a server, the backend hands an owner-checked undo to
     /// `jobs`, ordered after the request. A backend that cannot keep the primitive refuses with
-    /// [`ErrorKind::Config`](crate::ErrorKind::Config).
+    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
     fn acquire<'a>(
         &'a self,
         hold: &'a Arc<Hold>,
@@ -149,7 +156,7 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
 
     /// Runs one of a primitive's own scripts (a queue exit, a downgrade, a fence retirement) on
     /// the servers of its one hash tag. Redlock refuses with
-    /// [`ErrorKind::Config`](crate::ErrorKind::Config).
+    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
     fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>>;
 
     /// Renews a batch of leases, one outcome per lease in order. The caller bounds the whole call.
@@ -198,10 +205,10 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
 
 /// The error of a primitive the backend cannot keep.
 pub(crate) fn unsupported(backend: BackendKind, hold: &Hold) -> crate::error::Error {
-    crate::error::Error::new(
-        crate::ErrorKind::Config,
-        format!("the {} is not available on {backend}: it needs Redis (one server or a cluster)", hold.what()),
-    )
+    crate::error::Error::unsupported(format!(
+        "the {} is not available on {backend}: it needs Redis (one server or a cluster)",
+        hold.what()
+    ))
 }
 
 /// Opens the backend that `url` names. Redis backends connect lazily; ZooKeeper, etcd and

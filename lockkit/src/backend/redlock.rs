@@ -12,7 +12,7 @@
 //! - **Release** is owner-checked on every node.
 //! - **Primitives**: only the plain lock (with or without a lock-delay, on each node) runs here;
 //!   the reentrant, fair, read-write and semaphore primitives and fence retirement are refused
-//!   with a `Config` error, since their counts, queues and permits cannot be agreed by a vote.
+//!   with an `Unsupported` error, since their counts, queues and permits cannot be agreed by a vote.
 //!
 //! What this does not guarantee, honestly:
 //! - A node that restarts without persistence forgets the keys and the counters it had. One such
@@ -30,7 +30,7 @@ use std::{sync::Arc, time::Duration};
 use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel};
+use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
 use crate::{
     Fence, LockInfo,
     connections::Connections,
@@ -108,7 +108,9 @@ impl Redlock {
                 node.conns.report(&lane, &outcome);
                 outcome
             };
-            tokio::time::timeout(within, run).await.unwrap_or_else(|_| Err(Error::unanswered(what, within)))
+            tokio::time::timeout(within, run)
+                .await
+                .unwrap_or_else(|_| Err(Error::unanswered(format!("redlock node {}", node.address), what, within)))
         }))
         .await
     }
@@ -142,12 +144,9 @@ impl Redlock {
 
 /// The refusal of a primitive that Redlock cannot keep.
 fn not_supported(what: &str) -> Error {
-    Error::new(
-        ErrorKind::Config,
-        format!(
-            "{what}: not supported on redlock (only the plain lock and its lock-delay are); use one redis or a cluster"
-        ),
-    )
+    Error::unsupported(format!(
+        "{what}: not supported on redlock (only the plain lock and its lock-delay are); use one redis or a cluster"
+    ))
 }
 
 /// The plain lock as a majority of the nodes sees it (`views`: the nodes that answered): held on a
@@ -209,6 +208,27 @@ impl Backend for Redlock {
         })
     }
 
+    /// Every node that answers must be safe: a grant's majority may be any of them. A node that
+    /// does not answer now is not read when it comes back.
+    fn check_eviction(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let answers = self
+                .on_all("CONFIG GET maxmemory-policy", self.command_timeout, |mut conn| async move {
+                    Ok(eviction::command().query_async(&mut conn).await)
+                })
+                .await;
+            for (node, answer) in self.nodes.iter().zip(answers) {
+                match answer.and_then(|answer| eviction::check(&node.address, answer)) {
+                    Err(e) if e.is_unavailable() => {
+                        tracing::warn!(node = %node.address, error = %e, "redlock node's maxmemory-policy not checked");
+                    }
+                    outcome => outcome?,
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn acquire<'a>(
         &'a self,
         hold: &'a Arc<Hold>,
@@ -237,7 +257,9 @@ impl Backend for Redlock {
                 })
             };
             let attempts = lanes.iter_mut().zip(&self.nodes).map(|(lane, node)| async move {
-                let Some(lane) = lane else { return Err(Error::unanswered("a redlock node", within)) };
+                let Some(lane) = lane else {
+                    return Err(Error::unanswered(format!("redlock node {}", node.address), "a connection", within));
+                };
                 let reply = tokio::time::timeout(within, scripts::acquire(&mut lane.conn, call))
                     .await
                     .unwrap_or_else(|_| {

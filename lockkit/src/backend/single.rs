@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel};
+use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
 use crate::{
     Fence, LockInfo,
     connections::Connections,
@@ -20,6 +20,8 @@ use crate::{
 #[derive(Debug)]
 pub(crate) struct SingleRedis {
     conns: Connections,
+    /// `host:port`, for messages (never the credentials).
+    address: String,
     wake: WakeHub,
 }
 
@@ -28,7 +30,8 @@ impl SingleRedis {
         let conns = Connections::open(url, connections, config.command_timeout)?;
         let client =
             redis::Client::open(url).map_err(|e| Error::new(ErrorKind::Config, "invalid redis url").with_source(e))?;
-        Ok(Self { conns, wake: WakeHub::start(client, config.command_timeout) })
+        let address = client.get_connection_info().addr().to_string();
+        Ok(Self { conns, address, wake: WakeHub::start(client, config.command_timeout) })
     }
 }
 
@@ -39,6 +42,13 @@ impl Backend for SingleRedis {
 
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move { self.conns.run(async |conn| redis::cmd("PING").query_async::<()>(conn).await).await })
+    }
+
+    fn check_eviction(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let mut lane = self.conns.checkout().await?;
+            eviction::check(&self.address, eviction::command().query_async(&mut lane.conn).await)
+        })
     }
 
     fn acquire<'a>(

@@ -14,6 +14,10 @@
 //! `rediss+cluster://` and `redlocks://` are the same over TLS (with the `tls` feature). Cluster
 //! credentials given on the first seed apply to every seed; Redlock credentials are per node, as
 //! its masters are independent.
+//!
+//! One query parameter is lockkit's own and is taken out before the URL goes on:
+//! `allow_eviction=true` lets a Redis backend connect to servers whose `maxmemory-policy` is not
+//! `noeviction` (see `eviction`).
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -56,6 +60,33 @@ impl std::fmt::Debug for BackendUrl {
         };
         write!(f, "{kind}({servers} server(s), credentials hidden)")
     }
+}
+
+/// Takes lockkit's `allow_eviction` parameter out of `url`'s query: the URL without it, and
+/// whether it said `true` (`1`, `yes`). Other parameters stay, in order.
+pub(crate) fn take_allow_eviction(url: &str) -> Result<(String, bool)> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), false)) };
+    let mut allow = false;
+    let mut kept = Vec::new();
+    for param in query.split('&') {
+        let (name, value) = param.split_once('=').unwrap_or((param, "true"));
+        if name != "allow_eviction" {
+            kept.push(param);
+            continue;
+        }
+        allow = match value {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!("invalid lock URL: allow_eviction={value:?} (expected true or false)"),
+                ));
+            }
+        };
+    }
+    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((url, allow))
 }
 
 impl BackendUrl {
@@ -164,6 +195,21 @@ mod tests {
             BackendUrl::parse("redlocks://a:1, x:y@b:2,c:3").unwrap(),
             BackendUrl::Redlock(vec!["rediss://a:1".into(), "rediss://x:y@b:2".into(), "rediss://c:3".into()])
         );
+    }
+
+    #[test]
+    fn allow_eviction_is_taken_out_of_the_query() {
+        assert_eq!(take_allow_eviction("redis://h:1/0").unwrap(), ("redis://h:1/0".into(), false));
+        assert_eq!(take_allow_eviction("redis://h:1?allow_eviction=true").unwrap(), ("redis://h:1".into(), true));
+        assert_eq!(
+            take_allow_eviction("redis://h:1/0?protocol=resp3&allow_eviction=1").unwrap(),
+            ("redis://h:1/0?protocol=resp3".into(), true)
+        );
+        assert_eq!(
+            take_allow_eviction("redlock://a:1,b:2,c:3?allow_eviction=false").unwrap(),
+            ("redlock://a:1,b:2,c:3".into(), false)
+        );
+        assert_eq!(take_allow_eviction("redis://h:1?allow_eviction=maybe").unwrap_err().kind(), ErrorKind::Config);
     }
 
     #[test]

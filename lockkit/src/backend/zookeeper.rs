@@ -699,8 +699,7 @@ impl Backend for ZooKeeper {
 
     fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
         Box::pin(async {
-            Err(Error::new(
-                ErrorKind::Config,
+            Err(Error::unsupported(
                 "not available on zookeeper: this needs one of the Redis primitives' scripts (use one redis or a cluster)",
             ))
         })
@@ -736,14 +735,11 @@ impl Backend for ZooKeeper {
             if latest >= at_least.get() {
                 return Ok(Fence::new(latest));
             }
-            Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "zookeeper fences are zxids, which cannot be raised: lock {:?} is at {latest}, below {at_least} \
+            Err(Error::unsupported(format!(
+                "zookeeper fences are zxids, which cannot be raised: lock {:?} is at {latest}, below {at_least} \
                      (only new transactions, or a new leader epoch, move zxids up)",
-                    keys.name
-                ),
-            ))
+                keys.name
+            )))
         }))
     }
 

@@ -129,7 +129,8 @@ impl LockClient {
     /// [`queue_timeout`](Acquire::queue_timeout) (10 s by default) after its last attempt, on the
     /// server's clock. Without [`wait`](Acquire::wait) it tries once and leaves the queue.
     ///
-    /// Not on Redlock (the acquire fails with [`ErrorKind::Config`](crate::ErrorKind::Config)).
+    /// Only on one Redis or a Redis Cluster: on Redlock, ZooKeeper, etcd and PostgreSQL the acquire
+    /// fails with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
     ///
     /// ```no_run
     /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {

@@ -4,8 +4,9 @@
 //! Each one only contributes its scripts and a constructor on [`LockClient`](crate::LockClient);
 //! the acquire loop, the [`LockGuard`](crate::LockGuard), the watchdog, fencing, metrics and errors
 //! are the core's (`hold` says which script each operation runs). Every key of a primitive
-//! shares the hash tag `{prefix:NAME}`, so each works on Redis Cluster. None runs on Redlock: its
-//! acquire fails with [`ErrorKind::Config`](crate::ErrorKind::Config).
+//! shares the hash tag `{prefix:NAME}`, so each works on Redis Cluster. None but the multi-lock runs
+//! on Redlock, ZooKeeper, etcd or PostgreSQL: there the acquire fails with
+//! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
 //!
 //! A name belongs to one primitive at a time: the same name used as a semaphore and as a lock are
 //! two unrelated things, except that the plain lock, the reentrant lock's holder, the read-write

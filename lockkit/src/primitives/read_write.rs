@@ -134,7 +134,8 @@ impl LockClient {
     /// A read-write lock on `name`: many readers or one writer, each grant a lease renewed by the
     /// watchdog. A writer may [`downgrade`](LockGuard::downgrade) to a reader.
     ///
-    /// Not on Redlock (the acquire fails with [`ErrorKind::Config`](crate::ErrorKind::Config)).
+    /// Only on one Redis or a Redis Cluster: on Redlock, ZooKeeper, etcd and PostgreSQL the acquire
+    /// fails with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
     ///
     /// ```no_run
     /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {

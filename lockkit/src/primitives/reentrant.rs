@@ -73,7 +73,8 @@ impl LockClient {
     /// renewed by the watchdog and released on its own; the lock is free when the last one is
     /// released (or has expired).
     ///
-    /// Not on Redlock (the acquire fails with [`ErrorKind::Config`](crate::ErrorKind::Config)).
+    /// Only on one Redis or a Redis Cluster: on Redlock, ZooKeeper, etcd and PostgreSQL the acquire
+    /// fails with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
     ///
     /// ```no_run
     /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {

@@ -60,7 +60,8 @@ impl LockClient {
     /// (every permit increments the name's counter), and a permit whose holder died comes back
     /// when its lease ends, timed by Redis.
     ///
-    /// Not on Redlock (the acquire fails with [`ErrorKind::Config`](crate::ErrorKind::Config)).
+    /// Only on one Redis or a Redis Cluster: on Redlock, ZooKeeper, etcd and PostgreSQL the acquire
+    /// fails with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
     ///
     /// ```no_run
     /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {

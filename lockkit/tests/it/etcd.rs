@@ -17,8 +17,8 @@ use std::{
 use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient};
 
 use crate::{
-    etcd_server::{EtcdServer, contender_keys, etcd_url, etcdctl, etcdctl_ok},
-    support::{eventually, unique},
+    etcd_server::{EtcdServer, contender_keys, endpoint, etcd_url, etcdctl, etcdctl_ok},
+    support::{Proxy, eventually, unique},
 };
 
 async fn client_of(url: &str) -> LockClient {
@@ -222,7 +222,7 @@ async fn a_fence_is_raised_only_as_far_as_the_revision_goes() {
 
     assert!(below >= fence, "the current revision is at least the last fence");
     assert!(next.fence() > below, "later grants are above it");
-    assert_eq!(above.kind(), ErrorKind::Unavailable);
+    assert!(above.is_unsupported() && !above.is_retryable(), "retrying never raises a revision: {above}");
     assert!(above.to_string().contains("revision"), "{above}");
     next.release().await.unwrap();
 }
@@ -297,7 +297,7 @@ async fn only_the_plain_lock_is_kept() {
     ];
 
     for error in refused {
-        assert_eq!(error.expect("refused").kind(), ErrorKind::Config);
+        assert_eq!(error.expect("refused").kind(), ErrorKind::Unsupported);
     }
     assert!(contender_keys(&etcd_url(), &name).is_empty());
 }
@@ -479,4 +479,24 @@ mod lockctl {
         }
         None
     }
+}
+
+/// An etcd that stops answering is named as such in the error (it used to say "redis").
+#[tokio::test]
+async fn an_unanswered_extension_names_etcd() {
+    let proxy = Proxy::start_to(endpoint(&etcd_url()).trim_start_matches("http://").to_owned()).await;
+    let client = LockClient::builder(format!("etcd://{}", proxy.address()))
+        .command_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .expect("etcd answers through the proxy");
+    let mut guard = client.try_lock(&unique("etcd-silent")).await.unwrap().expect("free");
+
+    proxy.stall();
+    let err = guard.extend(Duration::from_secs(10)).await.unwrap_err();
+    proxy.resume();
+
+    assert!(err.is_unavailable() && err.is_retryable(), "{err}");
+    assert!(err.to_string().starts_with("etcd did not answer an extension"), "{err}");
+    guard.release().await.unwrap();
 }

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use lockkit::{LeaseLoss, LockClient};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
 use crate::support::{Proxy, client, client_with_lease, eventually, exists, lock_key, raw, unique};
 
@@ -109,7 +110,7 @@ async fn extend_moves_a_fixed_lease_and_fails_once_it_is_lost() {
 /// Fifty held locks renew in shared round trips, not one round trip per lock per tick.
 #[tokio::test]
 async fn renewals_of_many_locks_are_batched() {
-    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     recorder.install().unwrap();
     let holder = client_with_lease(Duration::from_millis(600)).await;
@@ -120,27 +121,70 @@ async fn renewals_of_many_locks_are_batched() {
 
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
-    let counter = |name: &str, outcome: Option<&str>| -> u64 {
-        snapshotter
-            .snapshot()
-            .into_vec()
-            .into_iter()
-            .filter(|(key, ..)| key.key().name() == name)
-            .filter(|(key, ..)| outcome.is_none_or(|o| key.key().labels().any(|l| l.value() == o)))
-            .map(|(.., value)| match value {
-                metrics_util::debugging::DebugValue::Counter(n) => n,
-                _ => 0,
-            })
-            .sum()
-    };
-    let renewed = counter("lockkit_renewals_total", Some("renewed"));
-    let round_trips = counter("lockkit_renewal_round_trips_total", None);
+    let renewed = counter(&snapshotter, "lockkit_renewals_total", Some("renewed"));
+    let round_trips = counter(&snapshotter, "lockkit_renewal_round_trips_total", None);
     assert!(renewed >= 100, "every lock renewed at least twice: {renewed}");
     assert!(round_trips * 10 <= renewed, "{round_trips} round trips for {renewed} renewals");
     for guard in guards {
         assert!(!guard.is_lost());
         assert!(guard.release().await.unwrap());
     }
+}
+
+/// The sum of the counter `name` (with the label value `outcome`, if given) recorded since the
+/// last snapshot (a snapshot drains counters).
+fn counter(snapshotter: &Snapshotter, name: &str, outcome: Option<&str>) -> u64 {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == name)
+        .filter(|(key, ..)| outcome.is_none_or(|o| key.key().labels().any(|l| l.value() == o)))
+        .map(|(.., value)| match value {
+            DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// A pause (GC, swap) leaves one lease nearly expired when the watchdog next runs, and it
+/// shares a renewal batch with a healthy lease; the batch's answer arrives after the nearly
+/// expired lease's deadline. That lease is lost, and only it: the healthy one is renewed by that
+/// same answer, with no renewal error. (The watchdog used to give up on the whole batch at the
+/// earliest deadline in it.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_nearly_expired_lease_does_not_fail_the_renewals_of_its_batch() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let proxy = Proxy::start().await;
+    let client = LockClient::builder(proxy.url())
+        .connections(1)
+        .default_lease(Duration::from_secs(6))
+        .command_timeout(Duration::from_secs(30))
+        .connect()
+        .await
+        .unwrap();
+    let healthy = client.try_lock(&unique("batch-healthy")).await.unwrap().expect("free");
+    let mut nearly = client.try_lock(&unique("batch-nearly")).await.unwrap().expect("free");
+    nearly.extend(Duration::from_millis(1200)).await.unwrap();
+
+    // Every request from now on waits in the proxy. The pause blocks the runtime, so the watchdog
+    // next runs when `nearly` has about 140 ms left and `healthy` is due: one batch for both.
+    proxy.stall();
+    std::thread::sleep(Duration::from_millis(1050));
+    assert!(eventually(Duration::from_secs(30), || std::future::ready(proxy.held_back("EVAL"))).await);
+    assert_eq!(nearly.lost().await, LeaseLoss::Expired);
+    // Past any timer armed for that deadline, then the answer comes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = healthy.remaining();
+    proxy.resume();
+
+    assert!(eventually(Duration::from_secs(30), || std::future::ready(healthy.remaining() > before)).await);
+    // (A snapshot drains the counters: read once.)
+    assert_eq!(counter(&snapshotter, "lockkit_renewals_total", Some("error")), 0, "no renewal failed");
+    assert!(!healthy.is_lost());
+    assert!(healthy.release().await.unwrap());
 }
 
 /// The holder's thread is blocked past the lease (a GC pause, swap, a blocking call): the very

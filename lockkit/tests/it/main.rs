@@ -10,6 +10,7 @@ mod cancel;
 mod cluster;
 mod etcd;
 mod etcd_server;
+mod eviction;
 mod fencing;
 mod interop;
 mod lease;

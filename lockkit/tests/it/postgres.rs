@@ -365,7 +365,7 @@ async fn postgres_keeps_only_the_plain_lock() {
         ];
 
         for err in refused {
-            assert_eq!(err.expect("refused").kind(), ErrorKind::Config, "{mode:?}");
+            assert_eq!(err.expect("refused").kind(), ErrorKind::Unsupported, "{mode:?}");
         }
     }
 }

@@ -24,7 +24,16 @@ impl RedisServer {
     /// Starts a server without persistence on a free port (and, with `extra` cluster flags, with
     /// its cluster bus port free too).
     pub(crate) async fn start(extra: &[&str]) -> Self {
-        let port = free_port(!extra.is_empty());
+        Self::start_on(free_port(!extra.is_empty()), extra).await
+    }
+
+    /// Starts a server like [`start`](Self::start), on a free port of 6400-6499 (a test's own
+    /// server in the range the project leaves to tests).
+    pub(crate) async fn start_64xx(extra: &[&str]) -> Self {
+        Self::start_on(free_port_64xx(!extra.is_empty()), extra).await
+    }
+
+    async fn start_on(port: u16, extra: &[&str]) -> Self {
         let dir = std::env::temp_dir().join(format!("lockkit-it-{port}-{:08x}", rand::random::<u32>()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut server = Self { port, dir, extra: extra.iter().map(|s| s.to_string()).collect(), child: None };
@@ -110,6 +119,19 @@ fn free_port(with_bus: bool) -> u16 {
     }
 }
 
+/// A port of 6400-6499, picked at random, that nothing listens on now (and, for cluster nodes,
+/// whose bus port +10000 is free).
+fn free_port_64xx(with_bus: bool) -> u16 {
+    loop {
+        let port = 6400 + rand::random::<u16>() % 100;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && (!with_bus || TcpListener::bind(("127.0.0.1", port + 10000)).is_ok())
+        {
+            return port;
+        }
+    }
+}
+
 /// `n` independent masters, and a Redlock URL over them.
 pub(crate) struct Masters {
     pub(crate) nodes: Vec<RedisServer>,
@@ -147,6 +169,20 @@ impl Cluster {
         for _ in 0..3 {
             nodes.push(RedisServer::start(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]).await);
         }
+        Self::create(nodes).await
+    }
+
+    /// A cluster of 3 masters on ports of 6400-6499, each started with `extra` too.
+    pub(crate) async fn start_64xx(extra: &[&str]) -> Self {
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            let args = [&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"], extra].concat();
+            nodes.push(RedisServer::start_64xx(&args).await);
+        }
+        Self::create(nodes).await
+    }
+
+    async fn create(nodes: Vec<RedisServer>) -> Self {
         let status = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")

@@ -65,8 +65,8 @@ pub(crate) async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool 
     redis::cmd("EXISTS").arg(key).query_async::<bool>(conn).await.unwrap()
 }
 
-/// A TCP proxy in front of Redis that a test can make misbehave for the clients connected
-/// through it only (other tests share the same Redis).
+/// A TCP proxy in front of Redis (or any server) that a test can make misbehave for the clients
+/// connected through it only (other tests share the same server).
 pub(crate) struct Proxy {
     port: u16,
     faults: Arc<Faults>,
@@ -85,8 +85,13 @@ struct Faults {
 }
 
 impl Proxy {
+    /// A proxy in front of the shared Redis.
     pub(crate) async fn start() -> Self {
-        let upstream = redis_url().trim_start_matches("redis://").split('/').next().unwrap().to_owned();
+        Self::start_to(redis_url().trim_start_matches("redis://").split('/').next().unwrap().to_owned()).await
+    }
+
+    /// A proxy in front of the server at `upstream` (`host:port`).
+    pub(crate) async fn start_to(upstream: String) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let faults = Arc::new(Faults::default());
@@ -126,6 +131,11 @@ impl Proxy {
             }
         });
         Self { port, faults }
+    }
+
+    /// `127.0.0.1:PORT`: where clients connect to go through this proxy.
+    pub(crate) fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// The Redis URL that goes through this proxy.

@@ -1,6 +1,7 @@
-//! seckill: a reference flash-sale service. Stock is split over shards, each guarded by a Redis
-//! lock from [`lockkit`]; every write to PostgreSQL is fenced, so it never oversells, also when a
-//! lock holder pauses past its lease, Redis loses its data, or the network splits.
+//! seckill: a reference flash-sale service. Stock is split over shards, each guarded by a lock
+//! from [`lockkit`] on whichever backend `SECKILL_LOCK_URL` names (Redis unless set); every write
+//! to PostgreSQL is fenced, so it never oversells, also when a lock holder pauses past its lease,
+//! the lock server loses its data, or the network splits.
 //!
 //! # Layout
 //!

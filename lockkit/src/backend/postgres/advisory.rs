@@ -20,7 +20,7 @@ use crate::{
     Fence, LockInfo,
     backend::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
     core::Jobs,
-    error::{Error, ErrorKind, Result},
+    error::{Error, Result},
     hold::Hold,
     inspect::{Holder, HolderRole, LockKind},
     keys::LockKeys,
@@ -256,9 +256,9 @@ impl Backend for PgAdvisory {
     }
 
     fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(async move {
-            Err(Error::new(ErrorKind::Config, "postgres keeps only the plain lock: it runs no primitive's script"))
-        })
+        Box::pin(
+            async move { Err(Error::unsupported("postgres keeps only the plain lock: it runs no primitive's script")) },
+        )
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
@@ -302,8 +302,7 @@ impl Backend for PgAdvisory {
     fn inspect<'a>(&'a self, _prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
         Box::pin(async move {
             if crate::glob::is_pattern(pattern) {
-                return Err(Error::new(
-                    ErrorKind::Config,
+                return Err(Error::unsupported(
                     "advisory locks are keyed by a hash of the name, so they cannot be listed by pattern: inspect \
                      one exact name",
                 ));

@@ -11,7 +11,7 @@ use crate::{
     Fence, LockInfo,
     backend::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
     core::Jobs,
-    error::{Error, ErrorKind, Result},
+    error::{Error, Result},
     hold::Hold,
     inspect::{Holder, HolderRole, LockKind},
     keys::LockKeys,
@@ -186,9 +186,9 @@ impl Backend for PgLease {
     }
 
     fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(async move {
-            Err(Error::new(ErrorKind::Config, "postgres keeps only the plain lock: it runs no primitive's script"))
-        })
+        Box::pin(
+            async move { Err(Error::unsupported("postgres keeps only the plain lock: it runs no primitive's script")) },
+        )
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
