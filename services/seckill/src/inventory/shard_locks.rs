@@ -1,5 +1,5 @@
-//! The Redis locks of a sale's shards, through lockkit: one lock per shard, named
-//! `seckill:SKU:SHARD` (Redis key `{lockkit:seckill:SKU:SHARD}`).
+//! The locks of a sale's shards, through lockkit on whichever backend `SECKILL_LOCK_URL` names:
+//! one lock per shard, named `seckill:SKU:SHARD` (on Redis, the key `{lockkit:seckill:SKU:SHARD}`).
 
 use std::time::Instant;
 
