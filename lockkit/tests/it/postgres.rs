@@ -351,6 +351,60 @@ async fn postgres_lease_table_interop_with_the_documented_sql() {
     ours.release().await.unwrap();
 }
 
+/// A client prefix of its own, so its own table and fence sequence (dropped by [`drop_objects`]).
+fn own_prefix(what: &str) -> String {
+    format!("lk_{what}_{:08x}", rand::random::<u32>())
+}
+
+async fn drop_objects(base: &str, prefix: &str) {
+    raw(base)
+        .await
+        .batch_execute(&format!("DROP TABLE IF EXISTS {prefix}_locks; DROP SEQUENCE IF EXISTS {prefix}_fence"))
+        .await
+        .unwrap();
+}
+
+/// A fence sequence made by someone else with `CACHE 20` (`CREATE SEQUENCE IF NOT EXISTS` takes it
+/// as it is): each session would draw fences from a block of its own, out of order across
+/// sessions. The client refuses it at connect and says how to fix it.
+#[tokio::test]
+async fn postgres_refuses_a_fence_sequence_with_a_cache() {
+    let base = database_url();
+    for mode in MODES {
+        let prefix = own_prefix("cached");
+        raw(&base).await.batch_execute(&format!("CREATE SEQUENCE {prefix}_fence CACHE 20")).await.unwrap();
+
+        let refused = LockClient::builder(url(mode, &base)).prefix(&prefix).connect().await;
+
+        drop_objects(&base, &prefix).await;
+        let err = refused.expect_err("a cached fence sequence is refused");
+        assert_eq!(err.kind(), ErrorKind::Config, "{mode:?}: {err}");
+        assert!(err.to_string().contains(&format!("ALTER SEQUENCE {prefix}_fence CACHE 1")), "{mode:?}: {err}");
+    }
+}
+
+/// The control: the same sequence made with `CACHE 1` (the default) connects and grants.
+#[tokio::test]
+async fn postgres_control_a_fence_sequence_without_a_cache_connects() {
+    let base = database_url();
+    for mode in MODES {
+        let prefix = own_prefix("uncached");
+        raw(&base).await.batch_execute(&format!("CREATE SEQUENCE {prefix}_fence CACHE 1")).await.unwrap();
+
+        let granted: lockkit::Result<Fence> = async {
+            let client = LockClient::builder(url(mode, &base)).prefix(&prefix).connect().await?;
+            let guard = client.try_lock("orders").await?.expect("free");
+            let fence = guard.fence();
+            guard.release().await?;
+            Ok(fence)
+        }
+        .await;
+
+        drop_objects(&base, &prefix).await;
+        assert_eq!(granted.unwrap(), Fence::new(1), "{mode:?}");
+    }
+}
+
 #[tokio::test]
 async fn postgres_keeps_only_the_plain_lock() {
     for mode in MODES {

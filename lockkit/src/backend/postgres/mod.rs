@@ -42,7 +42,9 @@
 //! lease acquire burns a value too). A sequence is durable and never goes back, so the fences
 //! survive a server restart. [`raise_fence`](super::Backend::raise_fence) moves the sequence up
 //! (`setval`, serialised against concurrent grants by `ALTER SEQUENCE`'s lock; it needs the role
-//! to own the sequence), never down.
+//! to own the sequence), never down. All this needs the sequence's default `CACHE 1`: a client
+//! refuses to connect to a sequence created (or altered) with a larger cache, whose sessions
+//! would each draw from a block of their own, out of order.
 //!
 //! # Failure rule (what makes `lost()` fire)
 //!
@@ -116,6 +118,7 @@ pub(crate) async fn open(url: &str, mode: PgMode, config: &Config, connections: 
     let pool = Pool::new(server.clone(), connections);
     let schema = names.schema(mode);
     pool.run("the schema creation", async |client| client.batch_execute(&schema).await).await?;
+    check_sequence(&pool, &names).await?;
     let wake = WakeHub::local(config.command_timeout);
     let stop = CancellationToken::new();
     tokio::spawn(listen(server.clone(), names.clone(), wake.clone(), stop.clone()));
@@ -211,10 +214,37 @@ impl Names {
         )
     }
 
+    /// The fence sequence's `CACHE` setting, found the way `nextval('<sequence>')` finds it.
+    fn sequence_cache(&self) -> String {
+        format!("SELECT seqcache FROM pg_sequence WHERE seqrelid = '{}'::regclass", self.sequence)
+    }
+
     /// The current value of the fence sequence (0 if never used).
     fn current_fence(&self) -> String {
         format!("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}", self.sequence)
     }
+}
+
+/// Refuses a fence sequence with `CACHE` above 1. `CREATE SEQUENCE IF NOT EXISTS` accepts an
+/// existing sequence as it is, and a cached sequence hands each session a block of values of its
+/// own (session A draws 1, 2, 3 ... from its block while session B draws 21, 22 ...), so a later
+/// grant could carry a smaller fence than an earlier one and a store would refuse the new holder
+/// or accept the old.
+async fn check_sequence(pool: &Pool, names: &Names) -> Result<()> {
+    let sql = names.sequence_cache();
+    let cache: i64 = pool.run("reading the fence sequence", async |c| c.query_one(&sql, &[]).await?.try_get(0)).await?;
+    if cache > 1 {
+        let sequence = &names.sequence;
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "the fence sequence {sequence} has CACHE {cache}: each session would draw fences from its own \
+                 block, so a later grant could get a smaller fence than an earlier one; fix it with \
+                 ALTER SEQUENCE {sequence} CACHE 1"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// One round trip on a pooled connection: the server answers (both modes).
