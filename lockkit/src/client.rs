@@ -13,6 +13,7 @@ use crate::{
     Fence,
     acquire::Acquire,
     backend::{self, BackendKind, BackendUrl},
+    controls::{Controls, Unprotected},
     core::{Config, Core, Jobs},
     error::{Error, ErrorKind, Result},
     guard::LockGuard,
@@ -73,6 +74,7 @@ impl LockClient {
                 command_timeout: Duration::from_secs(2),
                 wake_safety_interval: Duration::from_secs(5),
                 node_timeout: Duration::from_millis(100),
+                controls: Controls::default(),
             },
             connections: 2,
         }
@@ -189,6 +191,14 @@ impl LockClientBuilder {
     /// for that operation. Releases and fence raises wait up to the command timeout.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.config.node_timeout = timeout;
+        self
+    }
+
+    /// **Tests only**: switches off one protection, so that a test can show it is needed (the
+    /// same test must then fail). Never use it in an application.
+    #[doc(hidden)]
+    pub fn unprotected(mut self, protection: Unprotected) -> Self {
+        self.config.controls.remove(protection);
         self
     }
 

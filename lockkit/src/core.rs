@@ -22,6 +22,8 @@ pub(crate) struct Config {
     pub(crate) wake_safety_interval: std::time::Duration,
     /// Redlock: longest wait for one node's answer (small against the lease).
     pub(crate) node_timeout: std::time::Duration,
+    /// Protections a test switched off (none otherwise).
+    pub(crate) controls: crate::controls::Controls,
 }
 
 /// What clients, guards and the watchdog share.

@@ -23,8 +23,9 @@
 //! statement.
 //!
 //! Fits when: the connection may blip (the lease outlives it), the client goes through PgBouncer
-//! in transaction pooling mode (every operation is one autocommit statement), and a write per
-//! renewal (every third of the lease, batched per client) is affordable.
+//! in transaction pooling mode (every operation is one autocommit statement; waiters poll there,
+//! as no notification gets through), and a write per renewal (every third of the lease, batched
+//! per client) is affordable.
 //!
 //! # `postgres+advisory://`: session advisory locks ([`advisory`])
 //!
@@ -65,6 +66,9 @@
 //! waiters of that name. Expiry and a dead advisory session notify nobody: waiters sleep at most
 //! the holder's remaining lease (lease table) or the client's wake safety interval (advisory).
 //! While the listening connection is down (or does not answer its periodic ping), waiters poll.
+//! They also poll when a `NOTIFY` sent from another session does not come back on it, as behind
+//! a PgBouncer in transaction pooling mode, where `LISTEN` succeeds but hears nothing ([`listen`]
+//! checks this at every (re)connection and logs a warning).
 //!
 //! # Connections and TLS
 //!
@@ -77,6 +81,7 @@
 
 mod advisory;
 mod lease;
+mod listen;
 
 use std::{
     fmt,
@@ -87,13 +92,14 @@ use std::{
     time::Duration,
 };
 
-use futures_util::StreamExt;
-use tokio_postgres::{AsyncMessage, Client, NoTls, SimpleQueryMessage};
+use tokio::sync::watch;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Backend, PgMode};
 use crate::{
     Fence,
+    controls::Unprotected,
     core::Config,
     error::{Error, ErrorKind, Result},
     keys::LockKeys,
@@ -115,13 +121,28 @@ pub(crate) async fn open(url: &str, mode: PgMode, config: &Config, connections: 
         pg.application_name("lockkit");
     }
     let server = Server { config: pg, timeout: config.command_timeout };
-    let pool = Pool::new(server.clone(), connections);
+    let pool = Arc::new(Pool::new(server.clone(), connections));
     let schema = names.schema(mode);
     pool.run("the schema creation", async |client| client.batch_execute(&schema).await).await?;
     check_sequence(&pool, &names).await?;
     let wake = WakeHub::local(config.command_timeout);
     let stop = CancellationToken::new();
-    tokio::spawn(listen(server.clone(), names.clone(), wake.clone(), stop.clone()));
+    let (settled, mut first_verdict) = watch::channel(false);
+    tokio::spawn(
+        listen::Listener {
+            server: server.clone(),
+            names: names.clone(),
+            wake: wake.clone(),
+            pool: pool.clone(),
+            check: config.controls.keeps(Unprotected::PostgresListenUnchecked),
+            settled,
+            stop: stop.clone(),
+        }
+        .run(),
+    );
+    // Waiters of a client that just connected then rely on wake-ups only if they were seen to
+    // work. Past the bound they poll until the listener settles.
+    let _ = tokio::time::timeout(config.command_timeout, first_verdict.wait_for(|settled| *settled)).await;
     let shared = Shared { names, pool, wake, timeout: config.command_timeout, _listener: stop.drop_guard() };
     Ok(match mode {
         PgMode::Lease => Arc::new(lease::PgLease::new(shared)),
@@ -132,7 +153,7 @@ pub(crate) async fn open(url: &str, mode: PgMode, config: &Config, connections: 
 /// What both locks share: the SQL names, the command connections and the wake-up hub.
 struct Shared {
     names: Names,
-    pool: Pool,
+    pool: Arc<Pool>,
     /// Fed by the listening connection's notifications.
     wake: WakeHub,
     timeout: Duration,
@@ -190,6 +211,18 @@ impl Names {
             "SELECT pg_advisory_xact_lock(hashtextextended('lockkit schema {sequence}', 0)); \
              CREATE SEQUENCE IF NOT EXISTS {sequence}; {table}"
         )
+    }
+
+    /// A payload of the listening connection's check: no lock name (names cannot hold `{`), and
+    /// its own, so that another client's check does not pass this one.
+    fn check_payload(&self) -> String {
+        format!("{{lockkit listen check {:016x}}}", rand::random::<u64>())
+    }
+
+    /// Sends the check's `payload` (made by [`check_payload`](Self::check_payload): nothing to
+    /// quote) on the release channel.
+    fn notify_check(&self, payload: &str) -> String {
+        format!("NOTIFY {}, '{payload}'", self.channel)
     }
 
     /// The wake-up channel of a lock name, as `Hold::wake_channel` names it for a plain lock.
@@ -418,66 +451,6 @@ fn pg_error(what: &str, e: tokio_postgres::Error) -> Error {
     } else {
         Error::new(ErrorKind::Config, format!("postgresql refused {what} (check the lockkit objects and privileges)"))
             .with_source(e)
-    }
-}
-
-/// How often the listening connection proves it is alive: a frozen server keeps its sockets open,
-/// and waiters must not trust wake-ups that cannot come.
-const LISTEN_PING: Duration = Duration::from_secs(2);
-
-/// Longest pause between reconnection attempts of the listening connection.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
-/// The listening connection: `LISTEN <prefix>_released`, each notification waking the waiters of
-/// the lock it names; reconnects with backoff, telling the hub while it is down.
-async fn listen(server: Server, names: Names, wake: WakeHub, stop: CancellationToken) {
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        if let Ok((client, mut connection)) = server.connect().await {
-            let deliver = {
-                let (names, wake) = (names.clone(), wake.clone());
-                async move {
-                    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-                    while let Some(Ok(message)) = messages.next().await {
-                        if let AsyncMessage::Notification(n) = message
-                            && let Some(channel) = names.wake_channel(n.payload())
-                        {
-                            wake.deliver_all(&channel);
-                        }
-                    }
-                }
-            };
-            let deliver = tokio::spawn(deliver);
-            let listen = format!("LISTEN {}", names.channel);
-            if bounded("LISTEN", server.timeout, client.batch_execute(&listen)).await.is_ok() {
-                backoff = Duration::from_millis(50);
-                wake.set_connected(true);
-                loop {
-                    tokio::select! {
-                        () = stop.cancelled() => {
-                            deliver.abort();
-                            return;
-                        }
-                        () = tokio::time::sleep(LISTEN_PING) => {
-                            if bounded("a ping", server.timeout, client.simple_query("")).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                    if deliver.is_finished() {
-                        break;
-                    }
-                }
-            }
-            deliver.abort();
-        }
-        wake.set_connected(false);
-        tracing::debug!("lockkit postgres LISTEN connection down; waiters poll until it returns");
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
