@@ -24,8 +24,13 @@
 //! ZooKeeper grants a timeout within `[2 * tickTime, 20 * tickTime]` (4 s to 40 s with the
 //! default `tickTime` of 2 s), so a lease is at most the negotiated timeout
 //! ([`lease_for`](Backend::lease_for)). The server answering a request proves the session alive
-//! for one more session timeout from when the request was sent; that is a renewal: one `exists`
-//! of our node, checked for its `czxid` and its owner session.
+//! for one more session timeout from when the request was sent; that is a renewal: a `sync`, then
+//! one `exists` of our node, checked for its `czxid` and its owner session, both sent at once. A
+//! follower answers a read from its own view, which may still show a session that the leader has
+//! expired (until the follower hears of it); the `sync` goes through the leader, and the follower
+//! answers the read only after it, so the renewal reflects the leader's view as of the sync. (A
+//! `sync` is not a quorum write, so a leader that was just deposed could still answer it; a write
+//! per renewal would close that too, at the price of a quorum write every third of a lease.)
 //!
 //! Curator's rule holds here too: **SUSPENDED (connection lost, session maybe alive) means you
 //! cannot be sure you still hold the lock: stop writing until RECONNECTED; LOST (session
@@ -74,6 +79,7 @@ use zookeeper_client as zk;
 use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed};
 use crate::{
     Fence, LockInfo,
+    controls::Unprotected,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
     hold::Hold,
@@ -87,6 +93,7 @@ use crate::{
 pub(crate) async fn open(servers: &str, chroot: &str, config: &Config) -> Result<Arc<dyn Backend>> {
     let inner = Arc::new(Inner {
         servers: servers.to_owned(),
+        sync_renewals: config.controls.keeps(Unprotected::ZooKeeperRenewalWithoutSync),
         chroot: chroot.trim_end_matches('/').to_owned(),
         requested_timeout: config.default_lease,
         command_timeout: config.command_timeout,
@@ -129,6 +136,8 @@ pub(crate) struct ZooKeeper {
 struct Inner {
     /// `host:port,...` (zk:// URLs carry no credentials).
     servers: String,
+    /// Whether a renewal syncs with the leader before it reads (off only in a test's control).
+    sync_renewals: bool,
     /// The chroot without a trailing slash: `""` for the root.
     chroot: String,
     /// Asked for as the session timeout: the client's default lease.
@@ -424,7 +433,20 @@ impl Inner {
             return Renewed::Unanswered;
         }
         let sent_at = Instant::now();
-        match tokio::time::timeout(self.command_timeout, session.client.check_stat(&granted.path)).await {
+        let client = &session.client;
+        // A follower answers a read from its own view, which shows the session alive for as long
+        // as the follower has not heard from the leader that it expired. A sync goes through the
+        // leader, and the server answers our read only after it: the read then reflects the
+        // leader's view as of the sync. Both requests leave now, in this order, in one round trip.
+        let synced = self.sync_renewals.then(|| client.sync(&granted.path));
+        let read = client.check_stat(&granted.path);
+        let renewal = async move {
+            if let Some(synced) = synced {
+                synced.await?;
+            }
+            read.await
+        };
+        match tokio::time::timeout(self.command_timeout, renewal).await {
             Ok(Ok(Some(stat))) if stat.czxid == granted.czxid && stat.ephemeral_owner == granted.session_id => {
                 if let Some(granted) = self.grants.lock().unwrap().get_mut(token) {
                     granted.expires = granted.expires.max(sent_at + lease);

@@ -22,4 +22,5 @@ mod primitives;
 mod redlock;
 mod waiting;
 mod zookeeper;
+mod zookeeper_proxy;
 mod zookeeper_server;

@@ -15,11 +15,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind};
+use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind, Unprotected};
 use zookeeper_client as zk;
 
 use crate::{
     support::{eventually, unique},
+    zookeeper_proxy::ZkProxy,
     zookeeper_server::{ZkServer, split_url, zookeeper_url},
 };
 
@@ -174,6 +175,61 @@ async fn zookeeper_a_deleted_node_is_lost_at_the_next_renewal() {
         // Gone, not Expired: a renewal found the node missing before the lease ran out.
         assert_eq!(cause, LeaseLoss::Gone);
         assert!(!guard.release().await.unwrap());
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A holder behind [`ZkProxy`], which plays a follower cut off from its leader once
+/// `hold_syncs` is called. Returns the guard, the proxy and the lease.
+async fn holder_behind_a_follower(
+    builder: impl FnOnce(String) -> lockkit::LockClientBuilder,
+) -> (lockkit::LockGuard, ZkProxy, Duration) {
+    let (hosts, chroot) = split_url(&zookeeper_url());
+    let proxy = ZkProxy::start(&hosts).await;
+    // Not shorter: the client gives up on a connection that is silent for 2/5 of the session
+    // timeout (the lease), and a busy shared server can pause for a second.
+    let lease = Duration::from_secs(4);
+    let client = builder(proxy.url(&chroot)).default_lease(lease).connect().await.unwrap();
+    let guard = client.try_lock(&unique("zk-sync")).await.unwrap().expect("free");
+    (guard, proxy, lease)
+}
+
+/// A renewal syncs with the leader before it reads our node: a follower answers a read from its
+/// own view, which still shows a session alive that the leader already expired. One ZooKeeper
+/// server has no follower, so the proxy plays one cut off from its leader: reads pass, a `sync`
+/// never completes. The renewals then go unanswered and the lease is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_renewal_that_cannot_sync_with_the_leader_loses_the_lease() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (guard, proxy, lease) = holder_behind_a_follower(LockClient::builder).await;
+
+        proxy.hold_syncs();
+        let lost = tokio::time::timeout(lease * 5, guard.lost()).await;
+
+        assert!(lost.is_ok(), "a renewal that could not sync did not renew the lease");
+        assert!(proxy.syncs() > 0, "renewals sent a sync");
+    })
+    .await
+    .expect("bounded");
+}
+
+/// The control: renewals that only read (no sync) keep renewing through that follower, lease
+/// after lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_control_renewals_without_sync_keep_the_lease_through_a_cut_off_follower() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (guard, proxy, lease) = holder_behind_a_follower(|url| {
+            LockClient::builder(url).unprotected(Unprotected::ZooKeeperRenewalWithoutSync)
+        })
+        .await;
+
+        proxy.hold_syncs();
+        let lost = tokio::time::timeout(lease * 3, guard.lost()).await;
+
+        assert!(lost.is_err(), "still held after three leases: {lost:?}");
+        assert_eq!(proxy.syncs(), 0);
+        assert!(guard.release().await.unwrap());
     })
     .await
     .expect("bounded");
