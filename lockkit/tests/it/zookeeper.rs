@@ -180,6 +180,64 @@ async fn zookeeper_a_deleted_node_is_lost_at_the_next_renewal() {
     .expect("bounded");
 }
 
+/// The digest identity of the ACL tests.
+const USER: &str = "lockkit-test";
+const PASSWORD: &str = "s3cret";
+
+/// `url` with `USER:PASSWORD@` before its hosts.
+fn with_credentials(url: &str) -> String {
+    url.replacen("zk://", &format!("zk://{USER}:{PASSWORD}@"), 1)
+}
+
+/// A lockkit client of `url` holds a new lock; a session without credentials, standing in for
+/// any other client of the ensemble, tries to delete the holder's node. Returns what ZooKeeper
+/// answered it, and the guard.
+async fn stranger_deletes_the_holders_node(url: &str) -> (Result<(), zk::Error>, lockkit::LockGuard) {
+    let client = client(url).await;
+    let name = unique("zk-acl");
+    let guard = client.try_lock(&name).await.unwrap().expect("free");
+    let (hosts, chroot) = split_url(&zookeeper_url());
+    // Listing the waiters needs the owner's identity too once they are protected.
+    let owner =
+        zk::Client::connector().with_auth("digest", format!("{USER}:{PASSWORD}").as_bytes()).connect(&hosts).await;
+    let node = owner.unwrap().list_children(&format!("{chroot}/{name}")).await.unwrap().pop().expect("our node");
+    let stranger = zk::Client::connect(&hosts).await.unwrap();
+
+    let deleted = stranger.delete(&format!("{chroot}/{name}/{node}"), None).await;
+
+    (deleted, guard)
+}
+
+/// With credentials in the URL (`zk://user:password@host/chroot`), the nodes lockkit creates are
+/// `creator_all`: a session without them may not delete the holder's node (ZooKeeper checks a
+/// delete against its parent, the lock's node, which is the identity's too), so it cannot take the
+/// lock from under its holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_with_credentials_another_session_cannot_delete_the_lock_node() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (deleted, guard) = stranger_deletes_the_holders_node(&with_credentials(&zookeeper_url())).await;
+
+        assert_eq!(deleted, Err(zk::Error::NoAuth));
+        assert!(guard.release().await.unwrap(), "still held");
+    })
+    .await
+    .expect("bounded");
+}
+
+/// The control: without credentials the nodes are `anyone_all`, and the same session deletes the
+/// holder's node (documented: anyone who reaches the ensemble can).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_control_without_credentials_anyone_deletes_the_lock_node() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (deleted, guard) = stranger_deletes_the_holders_node(&zookeeper_url()).await;
+
+        assert_eq!(deleted, Ok(()));
+        assert!(!guard.release().await.unwrap(), "no longer held");
+    })
+    .await
+    .expect("bounded");
+}
+
 /// A holder behind [`ZkProxy`], which plays a follower cut off from its leader once
 /// `hold_syncs` is called. Returns the guard, the proxy and the lease.
 async fn holder_behind_a_follower(
