@@ -37,7 +37,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Longest wait for the check's `NOTIFY` to come back (never more than the command timeout). A
 /// healthy server delivers it in about a round trip; a slower one only costs polling until the
 /// next check.
-pub(super) const CHECK_WITHIN: Duration = Duration::from_secs(1);
+const CHECK_WITHIN: Duration = Duration::from_secs(1);
 
 /// How long waiters poll before the check is tried again on a new connection, after a
 /// `NOTIFY` did not come back (the pooler may have been reconfigured, or the server was slow).
