@@ -33,7 +33,6 @@ impl PgBouncer {
             (tokio_postgres::config::Host::Tcp(host), port) => {
                 (host.clone(), port, target.get_user().unwrap().to_owned(), target.get_dbname().unwrap().to_owned())
             }
-            #[allow(unreachable_patterns)]
             _ => panic!("the test PostgreSQL is reached over TCP"),
         };
         let listen = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

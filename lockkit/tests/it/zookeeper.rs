@@ -1,6 +1,8 @@
 //! The zk:// backend (Curator's `InterProcessMutex` layout) on a real ZooKeeper: exclusion, the
-//! wake-up of a parked waiter, loss when the session is lost, fences (zxids) across holders and a
-//! restart, cancellation, and interop with Python's kazoo `Lock`. Tests that freeze, kill or
+//! wake-up of a parked waiter, loss when the session is lost, renewals that sync with the leader
+//! (through `zookeeper_proxy`, playing a cut-off follower), who may delete a lock node with and
+//! without credentials, fences (zxids) across holders and a restart, cancellation, and interop
+//! with Python's kazoo `Lock`. Tests that freeze, kill or
 //! restart the server own one (`zookeeper_server`); the others use the shared `ZOOKEEPER_URL`.
 
 #![cfg(feature = "zookeeper")]
