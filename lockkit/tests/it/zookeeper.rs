@@ -248,8 +248,8 @@ async fn holder_behind_a_follower(
     let (hosts, chroot) = split_url(&zookeeper_url());
     let proxy = ZkProxy::start(&hosts).await;
     // Not shorter: the client gives up on a connection that is silent for 2/5 of the session
-    // timeout (the lease), and a busy shared server can pause for a second.
-    let lease = Duration::from_secs(4);
+    // timeout (the lease), and the shared server, on a busy machine, pauses for seconds at times.
+    let lease = Duration::from_secs(8);
     let client = builder(proxy.url(&chroot)).default_lease(lease).connect().await.unwrap();
     let guard = client.try_lock(&unique("zk-sync")).await.unwrap().expect("free");
     (guard, proxy, lease)
@@ -265,7 +265,7 @@ async fn zookeeper_a_renewal_that_cannot_sync_with_the_leader_loses_the_lease() 
         let (guard, proxy, lease) = holder_behind_a_follower(LockClient::builder).await;
 
         proxy.hold_syncs();
-        let lost = tokio::time::timeout(lease * 5, guard.lost()).await;
+        let lost = tokio::time::timeout(lease * 3, guard.lost()).await;
 
         assert!(lost.is_ok(), "a renewal that could not sync did not renew the lease");
         assert!(proxy.syncs() > 0, "renewals sent a sync");
@@ -285,9 +285,9 @@ async fn zookeeper_control_renewals_without_sync_keep_the_lease_through_a_cut_of
         .await;
 
         proxy.hold_syncs();
-        let lost = tokio::time::timeout(lease * 3, guard.lost()).await;
+        let lost = tokio::time::timeout(lease * 2, guard.lost()).await;
 
-        assert!(lost.is_err(), "still held after three leases: {lost:?}");
+        assert!(lost.is_err(), "still held after two leases: {lost:?}");
         assert_eq!(proxy.syncs(), 0);
         assert!(guard.release().await.unwrap());
     })
