@@ -13,6 +13,7 @@ use crate::{
     Fence,
     acquire::Acquire,
     backend::{self, BackendKind, BackendUrl},
+    controls::{Controls, Unprotected},
     core::{Config, Core, Jobs},
     error::{Error, ErrorKind, Result},
     guard::LockGuard,
@@ -79,6 +80,7 @@ impl LockClient {
                 wake_safety_interval: Duration::from_secs(5),
                 node_timeout: Duration::from_millis(100),
                 allow_eviction: false,
+                controls: Controls::default(),
             },
             connections: 2,
         }
@@ -206,6 +208,14 @@ impl LockClientBuilder {
     /// command) is not refused: lockkit logs a warning and connects.
     pub fn allow_eviction(mut self, allow: bool) -> Self {
         self.config.allow_eviction = allow;
+        self
+    }
+
+    /// **Tests only**: switches off one protection, so that a test can show it is needed (the
+    /// same test must then fail). Never use it in an application.
+    #[doc(hidden)]
+    pub fn unprotected(mut self, protection: Unprotected) -> Self {
+        self.config.controls.remove(protection);
         self
     }
 

@@ -25,6 +25,8 @@ pub(crate) struct Config {
     /// Connect to Redis servers whose eviction policy may drop lock keys (the user opted out of
     /// the check).
     pub(crate) allow_eviction: bool,
+    /// Protections a test switched off (none otherwise).
+    pub(crate) controls: crate::controls::Controls,
 }
 
 /// What clients, guards and the watchdog share.

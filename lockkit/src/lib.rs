@@ -17,6 +17,7 @@
 //! | `registry` | the leases a client holds and when the watchdog looks at them next |
 //! | `watchdog` | the background task: batched renewals, loss detection, background releases |
 //! | `wake` | the pub/sub connection that wakes waiters on release |
+//! | `controls` | test-only switches that each remove one protection (hidden) |
 //! | `clock` | the lease clock (`CLOCK_BOOTTIME` on Linux: it counts a suspend) |
 //! | `fence` | [`Fence`], the fencing token |
 //! | `glob` | lock-name patterns for the backends that cannot let the server match them (ZooKeeper, etcd, PostgreSQL) |
@@ -38,6 +39,7 @@ mod backend;
 mod client;
 mod clock;
 mod connections;
+mod controls;
 mod core;
 mod error;
 mod fence;
@@ -59,6 +61,8 @@ mod watchdog;
 pub use acquire::Acquire;
 pub use backend::BackendKind;
 pub use client::{DEFAULT_LEASE, LockClient, LockClientBuilder};
+#[doc(hidden)]
+pub use controls::Unprotected;
 pub use error::{Error, ErrorKind, Result};
 pub use fence::Fence;
 pub use guard::LockGuard;

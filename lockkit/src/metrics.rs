@@ -11,6 +11,7 @@
 //! | `lockkit_leases_lost_total` | counter | `cause` = `gone` / `expired` |
 //! | `lockkit_late_grants_total` | counter | | grants answered after their lease was over, undone |
 //! | `lockkit_fence` | gauge | | the last fence granted to this process |
+//! | `lockkit_postgres_listen_unheard_total` | counter | | PostgreSQL `LISTEN` checks whose `NOTIFY` never came back (waiters poll) |
 //!
 //! Labels never carry lock names or tokens: they stay bounded however many locks you use.
 
@@ -51,4 +52,9 @@ pub(crate) fn late_grant() {
 
 pub(crate) fn lost(cause: &'static str) {
     counter!("lockkit_leases_lost_total", "cause" => cause).increment(1);
+}
+
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn listen_unheard() {
+    counter!("lockkit_postgres_listen_unheard_total").increment(1);
 }

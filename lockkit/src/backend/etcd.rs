@@ -19,7 +19,9 @@
 //!   is persisted with the data).
 //! - **Lease**: renewed by one keep-alive per watchdog renewal (every third of the lease): a TTL
 //!   above 0 extends it, TTL 0 means etcd no longer has the lease (expired or revoked) and the
-//!   guard's `lost()` fires at once; no answer within the command timeout retries until the lease's
+//!   guard's `lost()` fires at once. (etcd-client reports that TTL 0 as an error with a message
+//!   only, so such an error is confirmed by etcd's `LeaseTimeToLive`, whose TTL -1 says "no such
+//!   lease"; no message text is ever matched.) No answer within the command timeout retries until the lease's
 //!   local deadline, when `lost()` fires. A fixed lease (`.lease(d)`) is never kept alive: etcd
 //!   deletes the key at its TTL. Each attempt that reuses a waiter's lease first keeps it alive,
 //!   so that the lease outlasts the grant's local deadline; a waiter's lease is also kept alive
@@ -227,13 +229,33 @@ mod grpc {
     pub(super) const UNAUTHENTICATED: i32 = 16;
 }
 
-/// Whether etcd said it has no such lease.
-fn lease_not_found(e: &etcd_client::Error) -> bool {
+/// What a failed lease request says about the lease, told by the error's kind and gRPC code,
+/// never by its message.
+#[derive(Debug, PartialEq, Eq)]
+enum LeaseAnswer {
+    /// etcd has no such lease: its `ErrGRPCLeaseNotFound` is the gRPC code `NOT_FOUND` (a revoke
+    /// or a time-to-live of a lease that expired or was revoked).
+    NotFound,
+    /// The client turned the keep-alive's answer into an error that carries only a message: etcd's
+    /// TTL 0 (no such lease), or the client's own request stream closing. Only etcd can tell
+    /// which: ask it ([`lease_ttl`]).
+    AskEtcd,
+    /// A failure that says nothing about the lease (no answer, refused credentials, ...).
+    Failed,
+}
+
+fn lease_answer(e: &etcd_client::Error) -> LeaseAnswer {
     match e {
-        etcd_client::Error::GRpcStatus(status) => status.code() as i32 == grpc::NOT_FOUND,
-        etcd_client::Error::LeaseKeepAliveError(message) => message.contains("not found"),
-        _ => false,
+        etcd_client::Error::GRpcStatus(status) if status.code() as i32 == grpc::NOT_FOUND => LeaseAnswer::NotFound,
+        etcd_client::Error::LeaseKeepAliveError(_) => LeaseAnswer::AskEtcd,
+        _ => LeaseAnswer::Failed,
     }
+}
+
+/// The lease's remaining TTL in seconds as etcd's `LeaseTimeToLive` answers it: -1 when etcd has
+/// no such lease (it answers that with a TTL, not an error).
+async fn lease_ttl(client: &Client, lease: i64) -> std::result::Result<i64, etcd_client::Error> {
+    Ok(client.lease_client().time_to_live(lease, None).await?.ttl())
 }
 
 /// What one keep-alive came to.
@@ -374,7 +396,7 @@ impl Etcd {
     async fn revoke(&self, lease: i64) -> Result<()> {
         let revoke = async { self.client.lease_client().revoke(lease).await.map(drop) };
         match tokio::time::timeout(self.command_timeout, revoke).await {
-            Ok(Err(e)) if lease_not_found(&e) => Ok(()),
+            Ok(Err(e)) if lease_answer(&e) == LeaseAnswer::NotFound => Ok(()),
             Ok(outcome) => outcome.map_err(|e| failed("a lease revoke", e)),
             Err(_) => Err(Error::unanswered(BackendKind::Etcd, "a lease revoke", self.command_timeout)),
         }
@@ -435,12 +457,26 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 
 /// One keep-alive of `lease`: a keep-alive stream opened for one request and its answer.
 async fn keep_alive_once(client: &Client, lease: i64, timeout: Duration) -> Result<KeepAlive> {
-    match tokio::time::timeout(timeout, client.lease_client().keep_alive(lease)).await {
-        Ok(Ok(_)) => Ok(KeepAlive::Alive),
-        Ok(Err(e)) if lease_not_found(&e) => Ok(KeepAlive::Gone),
-        Ok(Err(e)) => Err(failed("a lease keep-alive", e)),
-        Err(_) => Err(Error::unanswered(BackendKind::Etcd, "a lease keep-alive", timeout)),
-    }
+    let once = async {
+        let refused = match client.lease_client().keep_alive(lease).await {
+            Ok(_) => return Ok(KeepAlive::Alive),
+            Err(e) => e,
+        };
+        match lease_answer(&refused) {
+            LeaseAnswer::NotFound => Ok(KeepAlive::Gone),
+            LeaseAnswer::Failed => Err(failed("a lease keep-alive", refused)),
+            LeaseAnswer::AskEtcd => match lease_ttl(client, lease).await {
+                // Negative: no such lease, or expired and about to be revoked.
+                Ok(ttl) if ttl < 0 => Ok(KeepAlive::Gone),
+                Ok(_) => Err(failed("a lease keep-alive", refused)),
+                Err(e) if lease_answer(&e) == LeaseAnswer::NotFound => Ok(KeepAlive::Gone),
+                Err(e) => Err(failed("a lease time-to-live", e)),
+            },
+        }
+    };
+    tokio::time::timeout(timeout, once)
+        .await
+        .unwrap_or_else(|_| Err(Error::unanswered(BackendKind::Etcd, "a lease keep-alive", timeout)))
 }
 
 /// A waiter between attempts: watches its predecessor's key for a delete (from the revision of
@@ -660,6 +696,21 @@ mod tests {
         assert_eq!(ttl_seconds(Duration::from_millis(10)), 1);
         assert_eq!(ttl_seconds(Duration::from_secs(2)), 2);
         assert_eq!(ttl_seconds(Duration::from_millis(2001)), 3);
+    }
+
+    /// etcd-client 0.21 words a keep-alive's TTL 0 as "lease not found", and its closed request
+    /// stream as "channel closed"; a lease used to be judged gone when the message said "not
+    /// found". The message never decides now: the client's message-only error asks etcd, and any
+    /// other error says nothing about the lease, whatever its text.
+    #[test]
+    fn a_lease_is_never_judged_by_an_error_message() {
+        use etcd_client::Error as E;
+        for message in ["lease not found", "lease expired or revoked", "channel closed: receiver not found"] {
+            assert_eq!(lease_answer(&E::LeaseKeepAliveError(message.into())), LeaseAnswer::AskEtcd, "{message}");
+        }
+        for e in [E::WatchError("lease not found".into()), E::Internal("not found".into())] {
+            assert_eq!(lease_answer(&e), LeaseAnswer::Failed, "{e}");
+        }
     }
 
     #[test]

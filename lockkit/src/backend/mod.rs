@@ -219,7 +219,9 @@ pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: usize) 
         BackendUrl::Cluster(nodes) => Arc::new(cluster::RedisCluster::open(nodes, config)?),
         BackendUrl::Redlock(nodes) => Arc::new(redlock::Redlock::open(nodes, config, connections)?),
         #[cfg(feature = "zookeeper")]
-        BackendUrl::ZooKeeper { servers, chroot } => zookeeper::open(servers, chroot, config).await?,
+        BackendUrl::ZooKeeper { servers, chroot, credentials } => {
+            zookeeper::open(servers, chroot, credentials.as_ref(), config).await?
+        }
         #[cfg(feature = "etcd")]
         BackendUrl::Etcd { endpoints, credentials } => etcd::open(endpoints, credentials.as_ref(), config).await?,
         #[cfg(feature = "postgres")]

@@ -6,7 +6,7 @@
 //! | `redis+cluster://[user:password@]host:port,host:port,...` | Redis Cluster, from these seed nodes |
 //! | `redlock://[user:password@]host:port,[user:password@]host:port,...` | Redlock over these masters |
 //!
-//! | `zk://host:port[,host:port...][/chroot]` | ZooKeeper, locks under `chroot` (default `/`) |
+//! | `zk://[user:password@]host:port[,host:port...][/chroot]` | ZooKeeper, locks under `chroot` (default `/`); with credentials, a digest identity that alone may touch the lock nodes |
 //! | `etcd://[user:password@]host:port[,host:port...]` | etcd v3 over these endpoints |
 //! | `postgres://...`, `postgresql://...` | PostgreSQL lease table (the URL goes to tokio-postgres) |
 //! | `postgres+advisory://...` | PostgreSQL session advisory locks |
@@ -30,8 +30,9 @@ pub(crate) enum BackendUrl {
     Cluster(Vec<String>),
     /// Independent masters for Redlock: one `redis://` URL per node.
     Redlock(Vec<String>),
-    /// A ZooKeeper ensemble: `host:port,host:port` and the chroot the locks live under.
-    ZooKeeper { servers: String, chroot: String },
+    /// A ZooKeeper ensemble: `host:port,host:port`, the chroot the locks live under, and the
+    /// optional user and password of a digest identity.
+    ZooKeeper { servers: String, chroot: String, credentials: Option<(String, String)> },
     /// etcd endpoints (`http://host:port`) and optional user and password.
     Etcd { endpoints: Vec<String>, credentials: Option<(String, String)> },
     /// PostgreSQL: a `postgres://` URL for tokio-postgres, and which kind of lock.
@@ -107,16 +108,26 @@ impl BackendUrl {
             _ => return Err(invalid(&format!("unknown scheme ({EXPECTED})"))),
         };
         if scheme == "zk" {
+            // The userinfo ends at the last '@' before the hosts, so a password may hold '@' (not
+            // '/' or ',').
+            let (credentials, rest) = match rest.split_once('/').map_or(rest, |(hosts, _)| hosts).rsplit_once('@') {
+                Some((userinfo, _)) => {
+                    let (user, password) =
+                        userinfo.split_once(':').ok_or_else(|| invalid("zookeeper credentials are user:password"))?;
+                    if user.is_empty() || user.contains(',') {
+                        return Err(invalid("an empty or malformed zookeeper user"));
+                    }
+                    (Some((user.to_owned(), password.to_owned())), &rest[userinfo.len() + 1..])
+                }
+                None => (None, rest),
+            };
             let (servers, chroot) = rest.split_once('/').map_or((rest, "/"), |(servers, chroot)| (servers, chroot));
             let chroot = format!("/{}", chroot.trim_matches('/'));
             if servers.split(',').any(|host| host.trim().is_empty()) {
                 return Err(invalid("an empty host in the list"));
             }
-            if servers.contains('@') {
-                return Err(invalid("zk:// takes no credentials (use the ensemble's network ACLs)"));
-            }
             let servers = servers.split(',').map(str::trim).collect::<Vec<_>>().join(",");
-            return Ok(Self::ZooKeeper { servers, chroot });
+            return Ok(Self::ZooKeeper { servers, chroot, credentials });
         }
         let hosts: Vec<&str> = rest.split(',').map(str::trim).collect();
         if hosts.iter().any(|host| host.is_empty() || host.starts_with('@') || host.ends_with('@')) {
@@ -216,12 +227,21 @@ mod tests {
     fn coordination_services_and_postgres() {
         assert_eq!(
             BackendUrl::parse("zk://a:2181, b:2181/locks/app/").unwrap(),
-            BackendUrl::ZooKeeper { servers: "a:2181,b:2181".into(), chroot: "/locks/app".into() }
+            BackendUrl::ZooKeeper { servers: "a:2181,b:2181".into(), chroot: "/locks/app".into(), credentials: None }
         );
         assert_eq!(
             BackendUrl::parse("zk://a:2181").unwrap(),
-            BackendUrl::ZooKeeper { servers: "a:2181".into(), chroot: "/".into() }
+            BackendUrl::ZooKeeper { servers: "a:2181".into(), chroot: "/".into(), credentials: None }
         );
+        assert_eq!(
+            BackendUrl::parse("zk://app:p@ss@a:2181,b:2181/locks").unwrap(),
+            BackendUrl::ZooKeeper {
+                servers: "a:2181,b:2181".into(),
+                chroot: "/locks".into(),
+                credentials: Some(("app".into(), "p@ss".into()))
+            }
+        );
+        assert!(!format!("{:?}", BackendUrl::parse("zk://u:secret@a:1").unwrap()).contains("secret"));
         assert_eq!(
             BackendUrl::parse("etcd://u:p@a:2379,b:2379").unwrap(),
             BackendUrl::Etcd {
@@ -246,7 +266,8 @@ mod tests {
             "redlock://a:1,,c:3",
             "redis+cluster://",
             "zk://a:1,,b:2/x",
-            "zk://u:p@a:1",
+            "zk://u@a:1",
+            "zk://:p@a:1",
             "etcd://u@a:1",
         ] {
             let err = BackendUrl::parse(bad).unwrap_err();

@@ -1,4 +1,4 @@
-//! ZooKeeper (`zk://host:port[,host:port...][/chroot]`): Apache Curator's `InterProcessMutex`
+//! ZooKeeper (`zk://[user:password@]host:port[,host:port...][/chroot]`): Apache Curator's `InterProcessMutex`
 //! recipe, so that Curator, kazoo and lockkit exclude each other on the same lock.
 //!
 //! # The recipe
@@ -24,8 +24,13 @@
 //! ZooKeeper grants a timeout within `[2 * tickTime, 20 * tickTime]` (4 s to 40 s with the
 //! default `tickTime` of 2 s), so a lease is at most the negotiated timeout
 //! ([`lease_for`](Backend::lease_for)). The server answering a request proves the session alive
-//! for one more session timeout from when the request was sent; that is a renewal: one `exists`
-//! of our node, checked for its `czxid` and its owner session.
+//! for one more session timeout from when the request was sent; that is a renewal: a `sync`, then
+//! one `exists` of our node, checked for its `czxid` and its owner session, both sent at once. A
+//! follower answers a read from its own view, which may still show a session that the leader has
+//! expired (until the follower hears of it); the `sync` goes through the leader, and the follower
+//! answers the read only after it, so the renewal reflects the leader's view as of the sync. (A
+//! `sync` is not a quorum write, so a leader that was just deposed could still answer it; a write
+//! per renewal would close that too, at the price of a quorum write every third of a lease.)
 //!
 //! Curator's rule holds here too: **SUSPENDED (connection lost, session maybe alive) means you
 //! cannot be sure you still hold the lock: stop writing until RECONNECTED; LOST (session
@@ -55,6 +60,20 @@
 //! the nodes of the acquire's guid. A release is owner-checked by `czxid` and session, so
 //! running it twice is harmless.
 //!
+//! # Who may touch the nodes
+//! With credentials in the URL (`zk://user:password@host:port/chroot`), the session authenticates
+//! as that `digest` identity and every node it creates (the chroot, each lock's node, each
+//! waiter's and holder's node) gets the `creator_all` ACL: only sessions authenticated as the same
+//! identity may read them, create or delete waiters under a lock, or delete a holder's node
+//! (ZooKeeper checks a delete against the parent's ACL). Other tools sharing the locks (Curator,
+//! kazoo, `zkCli`) must add the same digest auth. An ACL is set when a node is created and never
+//! changed here: a lock's node (or the chroot) that a client without credentials created stays
+//! open until ZooKeeper removes it (lock nodes are containers, removed once empty).
+//!
+//! Without credentials, nodes get `anyone_all`: any client that reaches the ensemble can delete a
+//! holder's node and so take its lock (the holder notices at its next renewal), or read the
+//! queue. Rely on the network (only trusted clients reach the ensemble) or give credentials.
+//!
 //! Not kept here: the reentrant, fair, read-write and semaphore primitives, lock-delay and
 //! fence retirement (they are Redis scripts); they fail with a `Config` error.
 
@@ -74,6 +93,7 @@ use zookeeper_client as zk;
 use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed};
 use crate::{
     Fence, LockInfo,
+    controls::Unprotected,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
     hold::Hold,
@@ -83,10 +103,18 @@ use crate::{
     wake::WakeHub,
 };
 
-/// Opens a session to the ensemble `servers` (`host:port,...`) for locks under `chroot`.
-pub(crate) async fn open(servers: &str, chroot: &str, config: &Config) -> Result<Arc<dyn Backend>> {
+/// Opens a session to the ensemble `servers` (`host:port,...`) for locks under `chroot`, as the
+/// digest identity `credentials` if given.
+pub(crate) async fn open(
+    servers: &str,
+    chroot: &str,
+    credentials: Option<&(String, String)>,
+    config: &Config,
+) -> Result<Arc<dyn Backend>> {
     let inner = Arc::new(Inner {
         servers: servers.to_owned(),
+        digest: credentials.map(|(user, password)| format!("{user}:{password}")),
+        sync_renewals: config.controls.keeps(Unprotected::ZooKeeperRenewalWithoutSync),
         chroot: chroot.trim_end_matches('/').to_owned(),
         requested_timeout: config.default_lease,
         command_timeout: config.command_timeout,
@@ -104,7 +132,7 @@ pub(crate) async fn open(servers: &str, chroot: &str, config: &Config) -> Result
         .bounded("opening a session", async {
             let session = zookeeper.inner.session().await?;
             if !zookeeper.inner.chroot.is_empty() {
-                let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                let options = zk::CreateMode::Persistent.with_acls(zookeeper.inner.acls());
                 session
                     .client
                     .mkdir(&zookeeper.inner.chroot, &options)
@@ -127,8 +155,13 @@ pub(crate) struct ZooKeeper {
 
 /// What the backend and its background tasks share.
 struct Inner {
-    /// `host:port,...` (zk:// URLs carry no credentials).
+    /// `host:port,...`.
     servers: String,
+    /// `user:password` of the digest identity the session authenticates as, if the URL gave one.
+    /// Never logged.
+    digest: Option<String>,
+    /// Whether a renewal syncs with the leader before it reads (off only in a test's control).
+    sync_renewals: bool,
     /// The chroot without a trailing slash: `""` for the root.
     chroot: String,
     /// Asked for as the session timeout: the client's default lease.
@@ -216,11 +249,12 @@ impl Inner {
         if let Some(session) = self.current().filter(|s| !s.is_over()) {
             return Ok(session);
         }
-        let client = zk::Client::connector()
-            .with_session_timeout(self.requested_timeout)
-            .connect(&self.servers)
-            .await
-            .map_err(|e| failed("connecting", e))?;
+        let mut connector = zk::Client::connector().with_session_timeout(self.requested_timeout);
+        if let Some(digest) = &self.digest {
+            // Sent again by the client on every reconnection of the session.
+            connector = connector.with_auth("digest", digest.as_bytes());
+        }
+        let client = connector.connect(&self.servers).await.map_err(|e| failed("connecting", e))?;
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         self.negotiated_ms.store(client.session_timeout().as_millis() as u64, Ordering::Relaxed);
         tracing::debug!(session_timeout = ?client.session_timeout(), generation, "zookeeper session established");
@@ -266,16 +300,23 @@ impl Inner {
         Ok(format!("{}/{name}", self.chroot))
     }
 
+    /// The ACL of every node this client creates: with credentials, only the same digest identity
+    /// may read, change or delete it, or (on a lock's node) create and delete its waiters; without,
+    /// anyone who reaches the ensemble may.
+    fn acls(&self) -> zk::Acls<'static> {
+        if self.digest.is_some() { zk::Acls::creator_all() } else { zk::Acls::anyone_all() }
+    }
+
     /// Creates the lock node's missing ancestors: containers where the server has them.
     async fn make_dir(&self, client: &zk::Client, dir: &str) -> Result<()> {
         if self.containers.load(Ordering::Relaxed) {
-            let options = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+            let options = zk::CreateMode::Container.with_acls(self.acls());
             match client.mkdir(dir, &options).await {
                 Err(zk::Error::Unimplemented) => self.containers.store(false, Ordering::Relaxed),
                 other => return other.map_err(|e| failed("creating the lock's node", e)),
             }
         }
-        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let options = zk::CreateMode::Persistent.with_acls(self.acls());
         client.mkdir(dir, &options).await.map_err(|e| failed("creating the lock's node", e))
     }
 
@@ -350,7 +391,7 @@ impl Inner {
     /// Creates this acquire's node; returns its name and stat.
     async fn create_node(&self, client: &zk::Client, dir: &str, protected: &str) -> Result<(String, zk::Stat)> {
         let prefix = format!("{dir}/{protected}{LOCK_MARKER}");
-        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         // The lock's node may be missing, or removed as an empty container right after we made it.
         for _ in 0..3 {
             match client.create(&prefix, &[], &options).await {
@@ -424,7 +465,20 @@ impl Inner {
             return Renewed::Unanswered;
         }
         let sent_at = Instant::now();
-        match tokio::time::timeout(self.command_timeout, session.client.check_stat(&granted.path)).await {
+        let client = &session.client;
+        // A follower answers a read from its own view, which shows the session alive for as long
+        // as the follower has not heard from the leader that it expired. A sync goes through the
+        // leader, and the server answers our read only after it: the read then reflects the
+        // leader's view as of the sync. Both requests leave now, in this order, in one round trip.
+        let synced = self.sync_renewals.then(|| client.sync(&granted.path));
+        let read = client.check_stat(&granted.path);
+        let renewal = async move {
+            if let Some(synced) = synced {
+                synced.await?;
+            }
+            read.await
+        };
+        match tokio::time::timeout(self.command_timeout, renewal).await {
             Ok(Ok(Some(stat))) if stat.czxid == granted.czxid && stat.ephemeral_owner == granted.session_id => {
                 if let Some(granted) = self.grants.lock().unwrap().get_mut(token) {
                     granted.expires = granted.expires.max(sent_at + lease);

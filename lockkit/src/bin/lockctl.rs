@@ -40,7 +40,7 @@ const NOT_ACQUIRED: u8 = 3;
 )]
 struct Cli {
     /// Lock URL: `redis://[user:password@]host:port[/db]`, `redis+cluster://host:port,...`,
-    /// `redlock://[user:password@]host:port,...`, `zk://host:port[,...]/chroot`,
+    /// `redlock://[user:password@]host:port,...`, `zk://[user:password@]host:port[,...]/chroot`,
     /// `etcd://[user:password@]host:port[,...]`, `postgres://...` or `postgres+advisory://...`.
     #[arg(long, env = "LOCKKIT_URL", hide_env_values = true)]
     url: Option<String>,

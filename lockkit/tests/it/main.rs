@@ -2,6 +2,7 @@
 //! against Redlock masters and a Redis Cluster that the tests start themselves (`servers`).
 //! One test binary; each module is one behaviour a user relies on.
 
+mod pgbouncer;
 mod postgres_server;
 mod servers;
 mod support;
@@ -22,4 +23,5 @@ mod primitives;
 mod redlock;
 mod waiting;
 mod zookeeper;
+mod zookeeper_proxy;
 mod zookeeper_server;

@@ -1,7 +1,8 @@
 //! PostgreSQL: the lease table (`postgres://`) and session advisory locks
 //! (`postgres+advisory://`) on a real server: the shared one at `DATABASE_URL`
-//! (`scripts/services.sh` starts it), and for the tests that crash it, a server of their own
-//! (`postgres_server`).
+//! (`scripts/services.sh` starts it), for the tests that crash it a server of their own
+//! (`postgres_server`), and for waiters behind a transaction-pooling PgBouncer one of their own
+//! in front of the shared server (`pgbouncer`).
 
 #![cfg(feature = "postgres")]
 
@@ -13,9 +14,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient};
+use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient, LockClientBuilder, LockGuard, Unprotected};
 
 use crate::{
+    pgbouncer::PgBouncer,
     postgres_server::PgServer,
     support::{eventually, unique},
 };
@@ -349,6 +351,131 @@ async fn postgres_lease_table_interop_with_the_documented_sql() {
     let ours = client.try_lock(&name).await.unwrap().expect("free after their release");
     assert!(ours.fence().as_i64() > theirs);
     ours.release().await.unwrap();
+}
+
+/// A client prefix of its own, so its own table and fence sequence (dropped by [`drop_objects`]).
+fn own_prefix(what: &str) -> String {
+    format!("lk_{what}_{:08x}", rand::random::<u32>())
+}
+
+async fn drop_objects(base: &str, prefix: &str) {
+    raw(base)
+        .await
+        .batch_execute(&format!("DROP TABLE IF EXISTS {prefix}_locks; DROP SEQUENCE IF EXISTS {prefix}_fence"))
+        .await
+        .unwrap();
+}
+
+/// A fence sequence made by someone else with `CACHE 20` (`CREATE SEQUENCE IF NOT EXISTS` takes it
+/// as it is): each session would draw fences from a block of its own, out of order across
+/// sessions. The client refuses it at connect and says how to fix it.
+#[tokio::test]
+async fn postgres_refuses_a_fence_sequence_with_a_cache() {
+    let base = database_url();
+    for mode in MODES {
+        let prefix = own_prefix("cached");
+        raw(&base).await.batch_execute(&format!("CREATE SEQUENCE {prefix}_fence CACHE 20")).await.unwrap();
+
+        let refused = LockClient::builder(url(mode, &base)).prefix(&prefix).connect().await;
+
+        drop_objects(&base, &prefix).await;
+        let err = refused.expect_err("a cached fence sequence is refused");
+        assert_eq!(err.kind(), ErrorKind::Config, "{mode:?}: {err}");
+        assert!(err.to_string().contains(&format!("ALTER SEQUENCE {prefix}_fence CACHE 1")), "{mode:?}: {err}");
+    }
+}
+
+/// The control: the same sequence made with `CACHE 1` (the default) connects and grants.
+#[tokio::test]
+async fn postgres_control_a_fence_sequence_without_a_cache_connects() {
+    let base = database_url();
+    for mode in MODES {
+        let prefix = own_prefix("uncached");
+        raw(&base).await.batch_execute(&format!("CREATE SEQUENCE {prefix}_fence CACHE 1")).await.unwrap();
+
+        let granted: lockkit::Result<Fence> = async {
+            let client = LockClient::builder(url(mode, &base)).prefix(&prefix).connect().await?;
+            let guard = client.try_lock("orders").await?.expect("free");
+            let fence = guard.fence();
+            guard.release().await?;
+            Ok(fence)
+        }
+        .await;
+
+        drop_objects(&base, &prefix).await;
+        assert_eq!(granted.unwrap(), Fence::new(1), "{mode:?}");
+    }
+}
+
+/// How long a waiter behind a PgBouncer may wait: the holder's 30 s lease and the 30 s wake
+/// safety interval both outlast it, so only a wake-up or polling can grant it before it ends.
+const BOUNCER_WAIT: Duration = Duration::from_secs(5);
+
+/// A holder on the server itself and a waiter behind a transaction-pooling PgBouncer, on a
+/// prefix of their own; the holder releases once the waiter has been refused twice (its first
+/// attempt, and the one right after it subscribed), so the waiter is in its wait loop. Returns
+/// how long the waiter waited for its grant (the acquire loop tries once more when its wait
+/// runs out, so a waiter that was never woken is granted at [`BOUNCER_WAIT`]).
+async fn wait_behind_pgbouncer(waiter: LockClientBuilder, prefix: &str) -> Duration {
+    let base = database_url();
+    let holder = LockClient::builder(&base).prefix(prefix).connect().await.unwrap();
+    let waiter = waiter.prefix(prefix).wake_safety_interval(Duration::from_secs(30)).connect().await.unwrap();
+    let held = holder.try_lock("orders").await.unwrap().expect("free");
+    let waiting = tokio::spawn(async move {
+        let guard: LockGuard = waiter.lock("orders", BOUNCER_WAIT).await?;
+        let waited = guard.waited();
+        guard.release().await?;
+        lockkit::Result::Ok(waited)
+    });
+    // Every attempt draws a value from the prefix's own sequence, granted or not.
+    let sequence = raw(&base).await;
+    let fences_drawn = format!("SELECT last_value FROM {prefix}_fence");
+    let refused_twice = eventually(Duration::from_secs(10), || async {
+        sequence.query_one(&fences_drawn, &[]).await.unwrap().get::<_, i64>(0) >= held.fence().as_i64() + 2
+    })
+    .await;
+    assert!(refused_twice, "the waiter tried twice");
+
+    assert!(held.release().await.unwrap());
+    let waited: lockkit::Result<Duration> = waiting.await.unwrap();
+
+    drop_objects(&base, prefix).await;
+    waited.expect("granted, at the latest by the last attempt when its wait ran out")
+}
+
+/// Behind a PgBouncer in transaction pooling mode, `LISTEN` succeeds but hears nothing. The
+/// client finds out at connect (a `NOTIFY` from another session never comes back) and its
+/// waiters poll, so a release grants the waiter before its wait runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_waiter_behind_a_transaction_pooling_pgbouncer_is_granted_after_a_release() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let bouncer = PgBouncer::start(&database_url()).await;
+
+    let waited = wait_behind_pgbouncer(LockClient::builder(bouncer.url()), &own_prefix("bouncer")).await;
+
+    assert!(waited < BOUNCER_WAIT, "granted by polling after the release, not at the end of the wait: {waited:?}");
+    let unheard = snapshotter.snapshot().into_vec().into_iter().any(|(key, .., value)| {
+        key.key().name() == "lockkit_postgres_listen_unheard_total"
+            && matches!(value, metrics_util::debugging::DebugValue::Counter(n) if n > 0)
+    });
+    assert!(unheard, "the failed LISTEN check is counted");
+}
+
+/// The control: the same waiter trusting `LISTEN` (no check) sleeps through the release, waiting
+/// for a wake-up that never comes, until its wait runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_control_a_waiter_that_trusts_listen_behind_pgbouncer_waits_until_its_timeout() {
+    let bouncer = PgBouncer::start(&database_url()).await;
+
+    let waited = wait_behind_pgbouncer(
+        LockClient::builder(bouncer.url()).unprotected(Unprotected::PostgresListenUnchecked),
+        &own_prefix("bouncer_control"),
+    )
+    .await;
+
+    assert!(waited >= BOUNCER_WAIT, "not woken by the release: {waited:?}");
 }
 
 #[tokio::test]

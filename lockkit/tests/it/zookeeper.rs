@@ -1,6 +1,8 @@
 //! The zk:// backend (Curator's `InterProcessMutex` layout) on a real ZooKeeper: exclusion, the
-//! wake-up of a parked waiter, loss when the session is lost, fences (zxids) across holders and a
-//! restart, cancellation, and interop with Python's kazoo `Lock`. Tests that freeze, kill or
+//! wake-up of a parked waiter, loss when the session is lost, renewals that sync with the leader
+//! (through `zookeeper_proxy`, playing a cut-off follower), who may delete a lock node with and
+//! without credentials, fences (zxids) across holders and a restart, cancellation, and interop
+//! with Python's kazoo `Lock`. Tests that freeze, kill or
 //! restart the server own one (`zookeeper_server`); the others use the shared `ZOOKEEPER_URL`.
 
 #![cfg(feature = "zookeeper")]
@@ -15,11 +17,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind};
+use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind, Unprotected};
 use zookeeper_client as zk;
 
 use crate::{
     support::{eventually, unique},
+    zookeeper_proxy::ZkProxy,
     zookeeper_server::{ZkServer, split_url, zookeeper_url},
 };
 
@@ -174,6 +177,119 @@ async fn zookeeper_a_deleted_node_is_lost_at_the_next_renewal() {
         // Gone, not Expired: a renewal found the node missing before the lease ran out.
         assert_eq!(cause, LeaseLoss::Gone);
         assert!(!guard.release().await.unwrap());
+    })
+    .await
+    .expect("bounded");
+}
+
+/// The digest identity of the ACL tests.
+const USER: &str = "lockkit-test";
+const PASSWORD: &str = "s3cret";
+
+/// `url` with `USER:PASSWORD@` before its hosts.
+fn with_credentials(url: &str) -> String {
+    url.replacen("zk://", &format!("zk://{USER}:{PASSWORD}@"), 1)
+}
+
+/// A lockkit client of `url` holds a new lock; a session without credentials, standing in for
+/// any other client of the ensemble, tries to delete the holder's node. Returns what ZooKeeper
+/// answered it, and the guard.
+async fn stranger_deletes_the_holders_node(url: &str) -> (Result<(), zk::Error>, lockkit::LockGuard) {
+    let client = client(url).await;
+    let name = unique("zk-acl");
+    let guard = client.try_lock(&name).await.unwrap().expect("free");
+    let (hosts, chroot) = split_url(&zookeeper_url());
+    // Listing the waiters needs the owner's identity too once they are protected.
+    let owner =
+        zk::Client::connector().with_auth("digest", format!("{USER}:{PASSWORD}").as_bytes()).connect(&hosts).await;
+    let node = owner.unwrap().list_children(&format!("{chroot}/{name}")).await.unwrap().pop().expect("our node");
+    let stranger = zk::Client::connect(&hosts).await.unwrap();
+
+    let deleted = stranger.delete(&format!("{chroot}/{name}/{node}"), None).await;
+
+    (deleted, guard)
+}
+
+/// With credentials in the URL (`zk://user:password@host/chroot`), the nodes lockkit creates are
+/// `creator_all`: a session without them may not delete the holder's node (ZooKeeper checks a
+/// delete against its parent, the lock's node, which is the identity's too), so it cannot take the
+/// lock from under its holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_with_credentials_another_session_cannot_delete_the_lock_node() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (deleted, guard) = stranger_deletes_the_holders_node(&with_credentials(&zookeeper_url())).await;
+
+        assert_eq!(deleted, Err(zk::Error::NoAuth));
+        assert!(guard.release().await.unwrap(), "still held");
+    })
+    .await
+    .expect("bounded");
+}
+
+/// The control: without credentials the nodes are `anyone_all`, and the same session deletes the
+/// holder's node (documented: anyone who reaches the ensemble can).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_control_without_credentials_anyone_deletes_the_lock_node() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (deleted, guard) = stranger_deletes_the_holders_node(&zookeeper_url()).await;
+
+        assert_eq!(deleted, Ok(()));
+        assert!(!guard.release().await.unwrap(), "no longer held");
+    })
+    .await
+    .expect("bounded");
+}
+
+/// A holder behind [`ZkProxy`], which plays a follower cut off from its leader once
+/// `hold_syncs` is called. Returns the guard, the proxy and the lease.
+async fn holder_behind_a_follower(
+    builder: impl FnOnce(String) -> lockkit::LockClientBuilder,
+) -> (lockkit::LockGuard, ZkProxy, Duration) {
+    let (hosts, chroot) = split_url(&zookeeper_url());
+    let proxy = ZkProxy::start(&hosts).await;
+    // Not shorter: the client gives up on a connection that is silent for 2/5 of the session
+    // timeout (the lease), and the shared server, on a busy machine, pauses for seconds at times.
+    let lease = Duration::from_secs(8);
+    let client = builder(proxy.url(&chroot)).default_lease(lease).connect().await.unwrap();
+    let guard = client.try_lock(&unique("zk-sync")).await.unwrap().expect("free");
+    (guard, proxy, lease)
+}
+
+/// A renewal syncs with the leader before it reads our node: a follower answers a read from its
+/// own view, which still shows a session alive that the leader already expired. One ZooKeeper
+/// server has no follower, so the proxy plays one cut off from its leader: reads pass, a `sync`
+/// never completes. The renewals then go unanswered and the lease is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_renewal_that_cannot_sync_with_the_leader_loses_the_lease() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (guard, proxy, lease) = holder_behind_a_follower(LockClient::builder).await;
+
+        proxy.hold_syncs();
+        let lost = tokio::time::timeout(lease * 3, guard.lost()).await;
+
+        assert!(lost.is_ok(), "a renewal that could not sync did not renew the lease");
+        assert!(proxy.syncs() > 0, "renewals sent a sync");
+    })
+    .await
+    .expect("bounded");
+}
+
+/// The control: renewals that only read (no sync) keep renewing through that follower, lease
+/// after lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_control_renewals_without_sync_keep_the_lease_through_a_cut_off_follower() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let (guard, proxy, lease) = holder_behind_a_follower(|url| {
+            LockClient::builder(url).unprotected(Unprotected::ZooKeeperRenewalWithoutSync)
+        })
+        .await;
+
+        proxy.hold_syncs();
+        let lost = tokio::time::timeout(lease * 2, guard.lost()).await;
+
+        assert!(lost.is_err(), "still held after two leases: {lost:?}");
+        assert_eq!(proxy.syncs(), 0);
+        assert!(guard.release().await.unwrap());
     })
     .await
     .expect("bounded");

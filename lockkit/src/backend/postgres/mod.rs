@@ -23,8 +23,9 @@
 //! statement.
 //!
 //! Fits when: the connection may blip (the lease outlives it), the client goes through PgBouncer
-//! in transaction pooling mode (every operation is one autocommit statement), and a write per
-//! renewal (every third of the lease, batched per client) is affordable.
+//! in transaction pooling mode (every operation is one autocommit statement; waiters poll there,
+//! as no notification gets through), and a write per renewal (every third of the lease, batched
+//! per client) is affordable.
 //!
 //! # `postgres+advisory://`: session advisory locks ([`advisory`])
 //!
@@ -42,7 +43,9 @@
 //! lease acquire burns a value too). A sequence is durable and never goes back, so the fences
 //! survive a server restart. [`raise_fence`](super::Backend::raise_fence) moves the sequence up
 //! (`setval`, serialised against concurrent grants by `ALTER SEQUENCE`'s lock; it needs the role
-//! to own the sequence), never down.
+//! to own the sequence), never down. All this needs the sequence's default `CACHE 1`: a client
+//! refuses to connect to a sequence created (or altered) with a larger cache, whose sessions
+//! would each draw from a block of their own, out of order.
 //!
 //! # Failure rule (what makes `lost()` fire)
 //!
@@ -63,6 +66,9 @@
 //! waiters of that name. Expiry and a dead advisory session notify nobody: waiters sleep at most
 //! the holder's remaining lease (lease table) or the client's wake safety interval (advisory).
 //! While the listening connection is down (or does not answer its periodic ping), waiters poll.
+//! They also poll when a `NOTIFY` sent from another session does not come back on it, as behind
+//! a PgBouncer in transaction pooling mode, where `LISTEN` succeeds but hears nothing ([`listen`]
+//! checks this at every (re)connection and logs a warning).
 //!
 //! # Connections and TLS
 //!
@@ -75,6 +81,7 @@
 
 mod advisory;
 mod lease;
+mod listen;
 
 use std::{
     fmt,
@@ -85,13 +92,14 @@ use std::{
     time::Duration,
 };
 
-use futures_util::StreamExt;
-use tokio_postgres::{AsyncMessage, Client, NoTls, SimpleQueryMessage};
+use tokio::sync::watch;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Backend, PgMode};
 use crate::{
     Fence,
+    controls::Unprotected,
     core::Config,
     error::{Error, ErrorKind, Result},
     keys::LockKeys,
@@ -113,12 +121,28 @@ pub(crate) async fn open(url: &str, mode: PgMode, config: &Config, connections: 
         pg.application_name("lockkit");
     }
     let server = Server { config: pg, timeout: config.command_timeout };
-    let pool = Pool::new(server.clone(), connections);
+    let pool = Arc::new(Pool::new(server.clone(), connections));
     let schema = names.schema(mode);
     pool.run("the schema creation", async |client| client.batch_execute(&schema).await).await?;
+    check_sequence(&pool, &names).await?;
     let wake = WakeHub::local(config.command_timeout);
     let stop = CancellationToken::new();
-    tokio::spawn(listen(server.clone(), names.clone(), wake.clone(), stop.clone()));
+    let (settled, mut first_verdict) = watch::channel(false);
+    tokio::spawn(
+        listen::Listener {
+            server: server.clone(),
+            names: names.clone(),
+            wake: wake.clone(),
+            pool: pool.clone(),
+            check: config.controls.keeps(Unprotected::PostgresListenUnchecked),
+            settled,
+            stop: stop.clone(),
+        }
+        .run(),
+    );
+    // Waiters of a client that just connected then rely on wake-ups only if they were seen to
+    // work. Past the bound they poll until the listener settles.
+    let _ = tokio::time::timeout(config.command_timeout, first_verdict.wait_for(|settled| *settled)).await;
     let shared = Shared { names, pool, wake, timeout: config.command_timeout, _listener: stop.drop_guard() };
     Ok(match mode {
         PgMode::Lease => Arc::new(lease::PgLease::new(shared)),
@@ -129,7 +153,7 @@ pub(crate) async fn open(url: &str, mode: PgMode, config: &Config, connections: 
 /// What both locks share: the SQL names, the command connections and the wake-up hub.
 struct Shared {
     names: Names,
-    pool: Pool,
+    pool: Arc<Pool>,
     /// Fed by the listening connection's notifications.
     wake: WakeHub,
     timeout: Duration,
@@ -189,6 +213,18 @@ impl Names {
         )
     }
 
+    /// A payload of the listening connection's check: no lock name (names cannot hold `{`), and
+    /// its own, so that another client's check does not pass this one.
+    fn check_payload(&self) -> String {
+        format!("{{lockkit listen check {:016x}}}", rand::random::<u64>())
+    }
+
+    /// Sends the check's `payload` (made by [`check_payload`](Self::check_payload): nothing to
+    /// quote) on the release channel.
+    fn notify_check(&self, payload: &str) -> String {
+        format!("NOTIFY {}, '{payload}'", self.channel)
+    }
+
     /// The wake-up channel of a lock name, as `Hold::wake_channel` names it for a plain lock.
     fn wake_channel(&self, name: &str) -> Option<String> {
         LockKeys::new(&self.prefix, name).ok().map(|keys| keys.released)
@@ -211,10 +247,37 @@ impl Names {
         )
     }
 
+    /// The fence sequence's `CACHE` setting, found the way `nextval('<sequence>')` finds it.
+    fn sequence_cache(&self) -> String {
+        format!("SELECT seqcache FROM pg_sequence WHERE seqrelid = '{}'::regclass", self.sequence)
+    }
+
     /// The current value of the fence sequence (0 if never used).
     fn current_fence(&self) -> String {
         format!("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}", self.sequence)
     }
+}
+
+/// Refuses a fence sequence with `CACHE` above 1. `CREATE SEQUENCE IF NOT EXISTS` accepts an
+/// existing sequence as it is, and a cached sequence hands each session a block of values of its
+/// own (session A draws 1, 2, 3 ... from its block while session B draws 21, 22 ...), so a later
+/// grant could carry a smaller fence than an earlier one and a store would refuse the new holder
+/// or accept the old.
+async fn check_sequence(pool: &Pool, names: &Names) -> Result<()> {
+    let sql = names.sequence_cache();
+    let cache: i64 = pool.run("reading the fence sequence", async |c| c.query_one(&sql, &[]).await?.try_get(0)).await?;
+    if cache > 1 {
+        let sequence = &names.sequence;
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "the fence sequence {sequence} has CACHE {cache}: each session would draw fences from its own \
+                 block, so a later grant could get a smaller fence than an earlier one; fix it with \
+                 ALTER SEQUENCE {sequence} CACHE 1"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// One round trip on a pooled connection: the server answers (both modes).
@@ -388,66 +451,6 @@ fn pg_error(what: &str, e: tokio_postgres::Error) -> Error {
     } else {
         Error::new(ErrorKind::Config, format!("postgresql refused {what} (check the lockkit objects and privileges)"))
             .with_source(e)
-    }
-}
-
-/// How often the listening connection proves it is alive: a frozen server keeps its sockets open,
-/// and waiters must not trust wake-ups that cannot come.
-const LISTEN_PING: Duration = Duration::from_secs(2);
-
-/// Longest pause between reconnection attempts of the listening connection.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
-/// The listening connection: `LISTEN <prefix>_released`, each notification waking the waiters of
-/// the lock it names; reconnects with backoff, telling the hub while it is down.
-async fn listen(server: Server, names: Names, wake: WakeHub, stop: CancellationToken) {
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        if let Ok((client, mut connection)) = server.connect().await {
-            let deliver = {
-                let (names, wake) = (names.clone(), wake.clone());
-                async move {
-                    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-                    while let Some(Ok(message)) = messages.next().await {
-                        if let AsyncMessage::Notification(n) = message
-                            && let Some(channel) = names.wake_channel(n.payload())
-                        {
-                            wake.deliver_all(&channel);
-                        }
-                    }
-                }
-            };
-            let deliver = tokio::spawn(deliver);
-            let listen = format!("LISTEN {}", names.channel);
-            if bounded("LISTEN", server.timeout, client.batch_execute(&listen)).await.is_ok() {
-                backoff = Duration::from_millis(50);
-                wake.set_connected(true);
-                loop {
-                    tokio::select! {
-                        () = stop.cancelled() => {
-                            deliver.abort();
-                            return;
-                        }
-                        () = tokio::time::sleep(LISTEN_PING) => {
-                            if bounded("a ping", server.timeout, client.simple_query("")).await.is_err() {
-                                break;
-                            }
-                        }
-                    }
-                    if deliver.is_finished() {
-                        break;
-                    }
-                }
-            }
-            deliver.abort();
-        }
-        wake.set_connected(false);
-        tracing::debug!("lockkit postgres LISTEN connection down; waiters poll until it returns");
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
