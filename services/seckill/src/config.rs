@@ -109,7 +109,8 @@ pub struct Settings {
 #[serde(rename_all = "kebab-case")]
 pub enum Failpoint {
     /// `gate-after-decrement`: a `redis-gate` order aborts the process (as `kill -9` would) right
-    /// after its Lua decrement and before its stream write: the units are taken, no order exists.
+    /// after the Lua script that decided and enqueued it, before the answer: the order is in the
+    /// stream, and no client heard of it.
     GateAfterDecrement,
 }
 

@@ -16,10 +16,6 @@ pub struct GateKeys {
     pub users: String,
     /// Hash: idempotency key -> the order it made (`ref|quantity|shard|user`).
     pub keys: String,
-    /// Hash: reference -> `server ms|idempotency key` of orders decided but not yet in the
-    /// stream. Its entries are the window of the two-step design; an old one is an order whose
-    /// process died between the two steps (undersold units), which reconciliation gives back.
-    pub in_flight: String,
     /// Counter of order references; never reset (a reset keeps counting), so a reference is
     /// unique per sale for good.
     pub seq: String,
@@ -39,7 +35,6 @@ impl GateKeys {
             stock: format!("{tag}:stock"),
             users: format!("{tag}:users"),
             keys: format!("{tag}:keys"),
-            in_flight: format!("{tag}:inflight"),
             seq: format!("{tag}:seq"),
             stream: format!("{tag}:stream"),
         }
@@ -53,7 +48,7 @@ mod tests {
     #[test]
     fn every_key_shares_the_sales_hash_tag() {
         let keys = GateKeys::new(&Sku::parse("phone-1").unwrap());
-        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.in_flight, &keys.seq, &keys.stream] {
+        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq, &keys.stream] {
             assert!(key.starts_with("{seckill:gate:phone-1}:"), "{key}");
         }
     }
