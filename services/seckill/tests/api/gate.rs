@@ -417,3 +417,49 @@ async fn a_durable_order_past_its_deadline_is_unknown_not_busy_and_so_is_its_rep
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(orders_with_ref(&sku, body["order_id"].as_i64().unwrap()).await, 1);
 }
+
+/// Running gate writers of every instance in this test process (the gauge is process-wide).
+async fn live_writers(app: &TestApp) -> Option<i64> {
+    let text = app.http.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find(|line| line.starts_with("seckill_gate_writers "))
+        .and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as i64)
+}
+
+/// A sale's writer is freed when the sale leaves the gate (reset to another strategy), is deleted,
+/// or is sold out with nothing pending; one that still sells keeps its writer.
+#[tokio::test]
+async fn gate_writers_stop_when_their_sale_needs_them_no_more() {
+    let app = spawn_app_with(gate_settings()).await;
+    let mut skus = Vec::new();
+    for i in 0..12 {
+        let strategy = if i % 2 == 0 { "redis-gate" } else { "redis-gate-durable" };
+        let sku = app.create_sale(sale(if i % 3 == 2 { 1 } else { 10 }, 2, 2, strategy)).await;
+        assert_eq!(buy(&app, &sku, "writer-user", 1, None).await.0, StatusCode::CREATED);
+        skus.push(sku);
+    }
+    let selling = app.create_sale(sale(10, 2, 2, "redis-gate")).await;
+    assert_eq!(buy(&app, &selling, "writer-user", 1, None).await.0, StatusCode::CREATED);
+    // Four of them are sold out by their one order: their writers may have stopped already.
+    let running = live_writers(&app).await;
+    assert!(running >= Some(9), "one writer per sale still selling: {running:?}");
+
+    for (i, sku) in skus.iter().enumerate() {
+        wait_drained(sku).await;
+        match i % 3 {
+            0 => assert_eq!(app.put_sale(sku, &sale(10, 2, 2, "db-atomic")).await.status(), StatusCode::OK),
+            1 => {
+                db().await.execute("DELETE FROM sales WHERE sku = $1", &[sku]).await.unwrap();
+            }
+            _ => {} // sold out by its one order
+        }
+    }
+
+    let freed = crate::helpers::eventually(async || live_writers(&app).await == Some(1)).await;
+    assert!(freed, "writers still running: {:?} (1 expected: the sale still selling)", live_writers(&app).await);
+    assert_eq!(buy(&app, &skus[2], "writer-user-2", 1, None).await.0, StatusCode::CONFLICT, "a sold-out sale stays sold out");
+    assert_eq!(buy(&app, &selling, "writer-user-2", 1, None).await.0, StatusCode::CREATED);
+    wait_drained(&selling).await;
+    assert_eq!(app.audit(&selling).await["sold"], 2, "the selling sale's writer still writes");
+}

@@ -53,23 +53,23 @@
 
 mod keys;
 pub mod reconcile;
+mod registry;
 pub mod script;
 mod waiters;
 pub mod writer;
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use redis::aio::ConnectionManager;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use self::keys::{GROUP, GateKeys};
 use self::{
     reconcile::{ReconcileError, Reconciliation},
+    registry::Registry,
     script::{Decision, Seed},
     waiters::Waiters,
     writer::WriterContext,
@@ -133,8 +133,6 @@ pub struct Gate {
     db: Db,
     settings: GateSettings,
     writer: WriterContext,
-    /// The writer of each sale this instance has served or created, until shutdown.
-    writers: Mutex<HashMap<Sku, JoinHandle<()>>>,
     stop: CancellationToken,
 }
 
@@ -148,18 +146,23 @@ impl Gate {
             consumer: settings.consumer.clone(),
             claim_idle: settings.claim_idle,
             claim_interval: settings.claim_interval,
+            registry: Registry::default(),
         };
-        Self { redis, db, settings, writer, writers: Mutex::default(), stop: CancellationToken::new() }
+        Self { redis, db, settings, writer, stop: CancellationToken::new() }
     }
 
-    /// Starts this instance's writer of `sku` unless it runs.
+    /// Starts this instance's writer of `sku` unless it runs (a running one is told it is still
+    /// wanted, see the `registry` module). Writers stop by themselves when their sale no longer needs them.
     pub fn ensure_writer(&self, sku: &Sku) {
-        let mut writers = self.writers.lock().unwrap();
-        if self.stop.is_cancelled() || writers.get(sku).is_some_and(|w| !w.is_finished()) {
+        if self.stop.is_cancelled() {
             return;
         }
-        let handle = tokio::spawn(writer::run(sku.clone(), self.writer.clone(), self.stop.clone()));
-        writers.insert(sku.clone(), handle);
+        self.writer.registry.ensure(sku, || writer::run(sku.clone(), self.writer.clone(), self.stop.clone()));
+    }
+
+    /// The sales whose writer runs on this instance (also the gauge `seckill_gate_writers`).
+    pub fn live_writers(&self) -> usize {
+        self.writer.registry.len()
     }
 
     /// Decides and enqueues `request` in Redis (one script) and, when durable, waits for its
@@ -268,8 +271,7 @@ impl Gate {
     /// server drained, so no durable request still waits).
     pub async fn shutdown(&self) {
         self.stop.cancel();
-        let writers: Vec<JoinHandle<()>> = self.writers.lock().unwrap().drain().map(|(_, w)| w).collect();
-        for writer in writers {
+        for writer in self.writer.registry.drain() {
             let _ = writer.await;
         }
     }
