@@ -463,3 +463,66 @@ async fn gate_writers_stop_when_their_sale_needs_them_no_more() {
     wait_drained(&selling).await;
     assert_eq!(app.audit(&selling).await["sold"], 2, "the selling sale's writer still writes");
 }
+
+/// PostgreSQL checks made by durable waiters of every instance in this test process.
+async fn durable_polls(app: &TestApp) -> u64 {
+    let text = app.http.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with("seckill_gate_durable_polls_total"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// A durable order whose entry the other instance's writer commits is answered by that writer's
+/// notice, without the waiting instance polling PostgreSQL. To make the other writer take it for
+/// sure, the deciding instance's writer is held in a batch (the test holds the row of that batch's
+/// buyer) and nothing is claimed (a long claim time).
+#[tokio::test]
+async fn a_durable_order_written_by_another_instance_is_answered_without_polling() {
+    let settings = |name: &str| {
+        let mut settings = gate_settings();
+        settings.gate_claim_idle = Duration::from_secs(3600);
+        settings.instance = crate::helpers::unique_sku(name);
+        settings
+    };
+    let a_settings = settings("gate-a");
+    let (a, b) = (spawn_app_with(a_settings.clone()).await, spawn_app_with(settings("gate-b")).await);
+    let sku = a.create_sale(sale(10, 2, 2, "redis-gate-durable")).await;
+    assert_eq!(buy(&a, &sku, "blocker", 1, None).await.0, StatusCode::CREATED);
+    assert_eq!(buy(&b, &sku, "warm-b", 1, None).await.0, StatusCode::CREATED);
+    wait_drained(&sku).await;
+    let mut holder = db().await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute("SELECT 1 FROM user_purchases WHERE sku = $1 AND user_id = 'blocker' FOR UPDATE", &[&sku]).await.unwrap();
+    // An entry of the held buyer, with nobody waiting for it: the writer that reads it is stuck.
+    let mut conn = redis().await;
+    let generation: i64 = db().await.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let gate_ref: i64 = redis::cmd("INCR").arg(format!("{{seckill:gate:{sku}}}:seq")).query_async(&mut conn).await.unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg(stream(&sku))
+        .arg("*")
+        .arg(&["ref", &gate_ref.to_string(), "gen", &generation.to_string(), "user", "blocker", "qty", "1", "key", "", "parts", "0:1"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut stuck = None;
+    let held = crate::helpers::eventually(async || {
+        type Summary = (i64, Option<String>, Option<String>, Option<Vec<(String, String)>>);
+        let (count, _, _, consumers): Summary =
+            redis::cmd("XPENDING").arg(stream(&sku)).arg("writers").query_async(&mut conn).await.unwrap();
+        stuck = consumers.and_then(|c| c.into_iter().next()).map(|(name, _)| name);
+        count == 1
+    })
+    .await;
+    assert!(held, "a writer took the held entry");
+    let stuck_app = if stuck.as_deref() == Some(a_settings.instance.as_str()) { &a } else { &b };
+    let polls_before = durable_polls(&a).await;
+
+    let (status, body) = buy(stuck_app, &sku, "remote-user", 1, None).await;
+
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(orders_with_ref(&sku, body["order_id"].as_i64().unwrap()).await, 1);
+    assert_eq!(durable_polls(&a).await, polls_before, "the waiting instance polled PostgreSQL instead of hearing the commit");
+    hold.rollback().await.unwrap();
+    wait_drained(&sku).await;
+}

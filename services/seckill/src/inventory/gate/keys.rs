@@ -21,6 +21,8 @@ pub struct GateKeys {
     pub seq: String,
     /// The stream of decided orders, read by the consumer group [`GROUP`].
     pub stream: String,
+    /// The pub/sub channel on which writers announce committed durable entries (not a key).
+    pub written: String,
 }
 
 /// The consumer group of every sale's stream: one consumer per instance.
@@ -37,6 +39,7 @@ impl GateKeys {
             keys: format!("{tag}:keys"),
             seq: format!("{tag}:seq"),
             stream: format!("{tag}:stream"),
+            written: format!("{tag}:written"),
         }
     }
 }
@@ -48,7 +51,7 @@ mod tests {
     #[test]
     fn every_key_shares_the_sales_hash_tag() {
         let keys = GateKeys::new(&Sku::parse("phone-1").unwrap());
-        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq, &keys.stream] {
+        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq, &keys.stream, &keys.written] {
             assert!(key.starts_with("{seckill:gate:phone-1}:"), "{key}");
         }
     }

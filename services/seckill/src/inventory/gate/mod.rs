@@ -48,10 +48,13 @@
 //! The request path costs **1 Redis round trip** (`EVALSHA`) in both modes, plus one `HGETALL`
 //! per instance and sale every 100 ms to notice resets. The writer adds per batch of up to
 //! [`writer::BATCH`] orders one `XREADGROUP`, one PostgreSQL commit and one pipelined
-//! `XACK`+`XDEL`. `redis-gate-durable` waits for the local writer's notification; when another
-//! instance's consumer took the entry it polls PostgreSQL every 50 ms.
+//! `XACK`+`XDEL`, with a `PUBLISH` of the batch's durable outcomes in the same pipeline.
+//! `redis-gate-durable` waits for its writer's notification: the local writer fires it
+//! directly, another instance's through that notice (the `notices` module); PostgreSQL is asked only when
+//! no notice came within 500 ms (a lost notice), and by a replay.
 
 mod keys;
+mod notices;
 pub mod reconcile;
 mod registry;
 pub mod script;
@@ -115,8 +118,10 @@ pub struct GateSettings {
     pub failpoint: Option<Failpoint>,
 }
 
-/// How long a durable request waits for a writer's notification before it asks PostgreSQL.
-const FALLBACK_POLL: Duration = Duration::from_millis(50);
+/// How long a durable request waits for a writer's notification before it asks PostgreSQL, and
+/// then between two checks: the bound on the latency of a lost notice, and on the queries a
+/// waiting request costs (see the `notices` module).
+const FALLBACK_POLL: Duration = Duration::from_millis(500);
 
 /// Whether a durable wait asks PostgreSQL before waiting for a notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,18 +142,22 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// The gate; writers start with the first use of a sale.
+    /// The gate; writers start with the first use of a sale. Starts this instance's subscriber
+    /// to the other instances' commit notices.
     pub fn new(settings: GateSettings, client: redis::Client, redis: ConnectionManager, db: Db) -> Self {
+        let waiters = Arc::new(Waiters::default());
+        let stop = CancellationToken::new();
+        tokio::spawn(notices::listen(client.clone(), waiters.clone(), stop.clone()));
         let writer = WriterContext {
             client,
             db: db.clone(),
-            waiters: Arc::new(Waiters::default()),
+            waiters,
             consumer: settings.consumer.clone(),
             claim_idle: settings.claim_idle,
             claim_interval: settings.claim_interval,
             registry: Registry::default(),
         };
-        Self { redis, db, settings, writer, stop: CancellationToken::new() }
+        Self { redis, db, settings, writer, stop }
     }
 
     /// Starts this instance's writer of `sku` unless it runs (a running one is told it is still

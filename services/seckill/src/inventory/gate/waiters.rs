@@ -1,8 +1,7 @@
 //! Requests of `redis-gate-durable` waiting for their order to reach PostgreSQL, keyed by sale
 //! and reference: the request that made the order and any replay of its idempotency key. A
 //! writer fires the waiters of its batch's entries once the batch committed: the local writer
-//! directly; a request whose entry another instance's writer took finds its order in
-//! PostgreSQL.
+//! directly, another instance's through its notice (see the `notices` module).
 //!
 //! A reference names one order: every seed starts the counter above all earlier references (the
 //! gate epoch). A waiter is fired only by an entry of its own buyer as well, so that a wrong

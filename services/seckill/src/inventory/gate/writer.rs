@@ -22,12 +22,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     keys::{GROUP, GateKeys},
+    notices::format_notice,
     registry::Registry,
-    script::parse_parts,
+    script::{ack_field, parse_parts},
     waiters::Waiters,
 };
 use crate::{
-    domain::Sku,
+    domain::{GateAck, Sku},
     store::{Db, GateEntry, GateWritten},
 };
 
@@ -243,14 +244,21 @@ async fn autoclaim(conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &Writ
     Ok(claimed)
 }
 
-/// Writes a batch, then acknowledges it and answers its waiters. A failed write acknowledges
-/// nothing: the entries stay pending and are claimed again after `claim_idle`.
+/// Writes a batch, then acknowledges it and answers its waiters: this instance's at once, the
+/// other instances' through a notice published in the same pipeline as the acknowledgement (see
+/// the `notices` module). A failed write acknowledges nothing: the entries stay pending and are
+/// claimed again after `claim_idle`.
 async fn write(sku: &Sku, conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &WriterContext, raw: Vec<RawEntry>) {
     let ids: Vec<String> = raw.iter().map(|(id, _)| id.clone()).collect();
     let mut entries = Vec::with_capacity(raw.len());
+    // Whether a request waits for the entry's commit (`redis-gate-durable`).
+    let mut durable = Vec::with_capacity(raw.len());
     for (id, fields) in &raw {
         match parse_entry(fields) {
-            Some(entry) => entries.push(entry),
+            Some(entry) => {
+                entries.push(entry);
+                durable.push(fields.get("ack").is_some_and(|ack| ack == ack_field(GateAck::Database)));
+            }
             // A bug upstream; retrying cannot help, so it is logged and acknowledged.
             None => tracing::error!(%sku, id, ?fields, "malformed gate stream entry dropped"),
         }
@@ -263,18 +271,19 @@ async fn write(sku: &Sku, conn: &mut MultiplexedConnection, keys: &GateKeys, ctx
             return;
         }
     };
-    let acked: Result<(), RedisError> = redis::pipe()
-        .cmd("XACK")
-        .arg(&keys.stream)
-        .arg(GROUP)
-        .arg(&ids)
-        .ignore()
-        .cmd("XDEL")
-        .arg(&keys.stream)
-        .arg(&ids)
-        .ignore()
-        .query_async(conn)
-        .await;
+    let notice: Vec<String> = entries
+        .iter()
+        .zip(&outcomes)
+        .zip(&durable)
+        .filter(|(_, durable)| **durable)
+        .map(|((entry, outcome), _)| format_notice(entry.gate_ref, *outcome, &entry.user_id))
+        .collect();
+    let mut pipe = redis::pipe();
+    pipe.cmd("XACK").arg(&keys.stream).arg(GROUP).arg(&ids).ignore().cmd("XDEL").arg(&keys.stream).arg(&ids).ignore();
+    if !notice.is_empty() {
+        pipe.cmd("PUBLISH").arg(&keys.written).arg(notice.join("\n")).ignore();
+    }
+    let acked: Result<(), RedisError> = pipe.query_async(conn).await;
     if let Err(e) = acked {
         // Written but not acknowledged: claimed again later and found written (no double write).
         tracing::warn!(%sku, error = %e, "gate batch written but not acknowledged");
