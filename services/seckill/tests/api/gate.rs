@@ -526,3 +526,65 @@ async fn a_durable_order_written_by_another_instance_is_answered_without_polling
     hold.rollback().await.unwrap();
     wait_drained(&sku).await;
 }
+
+/// Sells `sku` out through `app`, one unit per new user; the units sold.
+async fn sell_out(app: &TestApp, sku: &str, label: &str) -> i64 {
+    let mut sold = 0;
+    for i in 0.. {
+        match buy(app, sku, &format!("{label}-{i}"), 1, None).await {
+            (StatusCode::CREATED, _) => sold += 1,
+            (StatusCode::CONFLICT, body) if body["error"] == "sold_out" => return sold,
+            other => panic!("{other:?}"),
+        }
+    }
+    unreachable!()
+}
+
+/// A slow writer is not a dead one: while an acknowledged order waits in the stream (its writer
+/// cannot commit: the test holds the sale's row), reconciliation refuses rather than give its
+/// units back, however long it waits; once the writer commits, the sale sells exactly its stock.
+/// The control repairs Redis from PostgreSQL without that refusal (what reconciliation did to an
+/// order older than the claim time before the decision and the enqueue became one script): the
+/// units are sold twice.
+#[tokio::test]
+async fn reconciliation_never_gives_back_the_units_of_a_queued_order() {
+    for control in [false, true] {
+        let app = spawn_app_with(gate_settings()).await;
+        let sku = app.create_sale(sale(4, 2, 2, "redis-gate")).await;
+        let mut holder = db().await;
+        let hold = holder.transaction().await.unwrap();
+        hold.execute("SELECT 1 FROM sales WHERE sku = $1 FOR UPDATE", &[&sku]).await.unwrap();
+        assert_eq!(buy(&app, &sku, "slow-writer", 1, None).await.0, StatusCode::CREATED);
+
+        if control {
+            // Redis set to PostgreSQL's truth (no order yet): the queued order's unit comes back.
+            let _: () = redis::pipe()
+                .cmd("HSET")
+                .arg(format!("{{seckill:gate:{sku}}}:stock"))
+                .arg(0)
+                .arg(2)
+                .arg(1)
+                .arg(2)
+                .cmd("HSET")
+                .arg(format!("{{seckill:gate:{sku}}}:meta"))
+                .arg("left")
+                .arg(4)
+                .query_async(&mut redis().await)
+                .await
+                .unwrap();
+        } else {
+            assert_error(reconcile(&app, &sku, "").await, StatusCode::CONFLICT, "queue_not_drained").await;
+        }
+        hold.rollback().await.unwrap();
+        wait_drained(&sku).await;
+        let sold = 1 + sell_out(&app, &sku, "after").await;
+        wait_drained(&sku).await;
+
+        let audit = app.audit(&sku).await;
+        if control {
+            assert_eq!((sold, audit["oversold"].as_i64()), (5, Some(1)), "control: the given-back unit sold twice: {audit}");
+        } else {
+            assert_eq!((sold, audit["sold"].as_i64(), audit["oversold"].as_i64()), (4, Some(4), Some(0)), "{audit}");
+        }
+    }
+}
