@@ -112,6 +112,9 @@ pub enum Failpoint {
     /// after the Lua script that decided and enqueued it, before the answer: the order is in the
     /// stream, and no client heard of it.
     GateAfterDecrement,
+    /// `gate-pause-after-decrement`: at the same place the process stops itself (`SIGSTOP`), as a
+    /// long pause would (GC, swap, a frozen VM); whoever started it resumes it with `SIGCONT`.
+    GatePauseAfterDecrement,
 }
 
 impl std::str::FromStr for Failpoint {
@@ -120,7 +123,8 @@ impl std::str::FromStr for Failpoint {
     fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s {
             "gate-after-decrement" => Ok(Self::GateAfterDecrement),
-            _ => Err(ConfigError("SECKILL_FAILPOINT must be gate-after-decrement (tests only)".into())),
+            "gate-pause-after-decrement" => Ok(Self::GatePauseAfterDecrement),
+            _ => Err(ConfigError("SECKILL_FAILPOINT must be gate-after-decrement or gate-pause-after-decrement (tests only)".into())),
         }
     }
 }

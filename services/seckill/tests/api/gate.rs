@@ -355,6 +355,18 @@ impl ArmedInstance {
         response.ok().map(|r| r.status())
     }
 
+    /// Whether the process is stopped (`SIGSTOP`).
+    fn stopped(&self) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        stat.rsplit(") ").next().is_some_and(|rest| rest.starts_with('T'))
+    }
+
+    /// Resumes a stopped process.
+    fn resume(&self) {
+        let resumed = std::process::Command::new("kill").arg("-CONT").arg(self.child.id().to_string()).status().unwrap();
+        assert!(resumed.success());
+    }
+
     /// Whether the process has exited (reaped).
     fn exited(&mut self) -> bool {
         self.child.try_wait().unwrap().is_some()
@@ -587,4 +599,36 @@ async fn reconciliation_never_gives_back_the_units_of_a_queued_order() {
             assert_eq!((sold, audit["sold"].as_i64(), audit["oversold"].as_i64()), (4, Some(4), Some(0)), "{audit}");
         }
     }
+}
+
+/// A process paused right after it decided an order (the failpoint) while the rest of the
+/// deployment carries on: reconciliation runs, the sale sells out. When it resumes, its client
+/// gets its order and nothing is sold twice: the order was in the stream from the first moment,
+/// so the paused process holds nothing that could write it late.
+#[tokio::test]
+async fn a_process_paused_after_deciding_sells_nothing_twice() {
+    let a = spawn_app_with(gate_settings()).await;
+    let sku = a.create_sale(sale(4, 2, 2, "redis-gate")).await;
+    let b = std::sync::Arc::new(ArmedInstance::start("gate-pause-after-decrement").await);
+    let paused = tokio::spawn({
+        let (b, sku) = (b.clone(), sku.clone());
+        async move { b.order(&sku, "paused-user", "paused-1").await }
+    });
+    assert!(crate::helpers::eventually(async || b.stopped()).await, "b stopped at the failpoint");
+
+    let report = reconcile(&a, &sku, "?drain=1").await;
+    assert_eq!(report.status(), StatusCode::OK);
+    let report: Value = report.json().await.unwrap();
+    let sold_meanwhile = sell_out(&a, &sku, "meanwhile").await;
+    b.resume();
+
+    assert_eq!(paused.await.unwrap(), Some(StatusCode::CREATED), "the paused order is answered once resumed");
+    assert_eq!((report["undersold"].as_i64(), sold_meanwhile), (Some(0), 3), "{report}");
+    wait_drained(&sku).await;
+    let audit = a.audit(&sku).await;
+    assert_eq!(
+        (audit["sold"].as_i64(), audit["oversold"].as_i64(), audit["consistent"].as_bool()),
+        (Some(4), Some(0), Some(true)),
+        "{audit}"
+    );
 }

@@ -28,7 +28,8 @@
 //! script closes the window: Redis runs it atomically. The test-only failpoint
 //! `SECKILL_FAILPOINT=gate-after-decrement` aborts the process right after the script, before
 //! the answer ([`crate::config::Failpoint`]): the order is in the stream and another instance's
-//! writer claims and writes it.
+//! writer claims and writes it. `gate-pause-after-decrement` stops the process there instead,
+//! until it is resumed: nothing it still holds can undo or repeat the order.
 //!
 //! # Keys: stock per shard, in one hash
 //! All of a sale's keys share one hash tag ([`GateKeys`]), so they live on one Redis node and the
@@ -182,10 +183,7 @@ impl Gate {
         let user = request.user_id.as_str();
         match script::decide(&self.redis, &keys, sale, request, start, ack).await? {
             Decision::Taken { gate_ref, parts } => {
-                if self.settings.failpoint == Some(Failpoint::GateAfterDecrement) {
-                    tracing::error!(sku = %sale.sku, gate_ref, "failpoint gate-after-decrement: aborting after the decision, before the answer");
-                    std::process::abort();
-                }
+                failpoint(self.settings.failpoint, &sale.sku, gate_ref);
                 // After the script: a writer that found the stream empty and stopped meanwhile
                 // is started again for this entry (see `ensure_writer`).
                 self.ensure_writer(&sale.sku);
@@ -296,6 +294,22 @@ fn gate_record(sale: &Sale, gate_ref: i64, user_id: &str, quantity: u32, shard: 
         quantity,
         shard,
         fence: OrderRecord::NO_FENCE,
+    }
+}
+
+/// The test-only failpoints, right after the script that decided and enqueued `gate_ref`.
+fn failpoint(failpoint: Option<Failpoint>, sku: &Sku, gate_ref: i64) {
+    match failpoint {
+        Some(Failpoint::GateAfterDecrement) => {
+            tracing::error!(%sku, gate_ref, "failpoint gate-after-decrement: aborting after the decision, before the answer");
+            std::process::abort();
+        }
+        Some(Failpoint::GatePauseAfterDecrement) => {
+            tracing::error!(%sku, gate_ref, "failpoint gate-pause-after-decrement: stopping the process until SIGCONT");
+            // Blocks this worker thread, which is what a pause does; the whole process stops.
+            let _ = std::process::Command::new("kill").arg("-STOP").arg(std::process::id().to_string()).status();
+        }
+        None => {}
     }
 }
 
