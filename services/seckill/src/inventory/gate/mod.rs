@@ -51,8 +51,8 @@
 //! [`writer::BATCH`] orders one `XREADGROUP`, one PostgreSQL commit and one pipelined
 //! `XACK`+`XDEL`, with a `PUBLISH` of the batch's durable outcomes in the same pipeline.
 //! `redis-gate-durable` waits for its writer's notification: the local writer fires it
-//! directly, another instance's through that notice (the `notices` module); PostgreSQL is asked only when
-//! no notice came within 500 ms (a lost notice), and by a replay.
+//! directly, another instance's through that notice (the `notices` module); PostgreSQL is
+//! asked only when no notice came within 500 ms (a lost notice), and by a replay.
 
 mod keys;
 mod notices;
@@ -162,7 +162,8 @@ impl Gate {
     }
 
     /// Starts this instance's writer of `sku` unless it runs (a running one is told it is still
-    /// wanted, see the `registry` module). Writers stop by themselves when their sale no longer needs them.
+    /// wanted, see the `registry` module). Writers stop by themselves when their sale no longer
+    /// needs them.
     pub fn ensure_writer(&self, sku: &Sku) {
         if self.stop.is_cancelled() {
             return;
