@@ -109,8 +109,12 @@ pub struct Settings {
 #[serde(rename_all = "kebab-case")]
 pub enum Failpoint {
     /// `gate-after-decrement`: a `redis-gate` order aborts the process (as `kill -9` would) right
-    /// after its Lua decrement and before its stream write: the units are taken, no order exists.
+    /// after the Lua script that decided and enqueued it, before the answer: the order is in the
+    /// stream, and no client heard of it.
     GateAfterDecrement,
+    /// `gate-pause-after-decrement`: at the same place the process stops itself (`SIGSTOP`), as a
+    /// long pause would (GC, swap, a frozen VM); whoever started it resumes it with `SIGCONT`.
+    GatePauseAfterDecrement,
     /// `hold-batch-answers`: an owner's batcher holds each batch's answer, once PostgreSQL has
     /// given it, until the test calls [`crate::failpoint::release_batch_answers`]: the window in
     /// which a shard can be lost and claimed again while the answer is on its way.
@@ -126,10 +130,13 @@ impl std::str::FromStr for Failpoint {
     fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s {
             "gate-after-decrement" => Ok(Self::GateAfterDecrement),
+            "gate-pause-after-decrement" => Ok(Self::GatePauseAfterDecrement),
             "hold-batch-answers" => Ok(Self::HoldBatchAnswers),
             "panic-after-batch-commit" => Ok(Self::PanicAfterBatchCommit),
             _ => Err(ConfigError(
-                "SECKILL_FAILPOINT must be gate-after-decrement, hold-batch-answers or panic-after-batch-commit (tests only)".into(),
+                "SECKILL_FAILPOINT must be gate-after-decrement, gate-pause-after-decrement, hold-batch-answers or \
+                 panic-after-batch-commit (tests only)"
+                    .into(),
             )),
         }
     }

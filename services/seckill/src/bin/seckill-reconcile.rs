@@ -42,6 +42,6 @@ async fn run(sku: &Sku, drain: bool) -> Result<String, String> {
     let client = redis::Client::open(settings.redis_url.expose()).map_err(|e| format!("REDIS_URL: {e}"))?;
     let redis = redis::aio::ConnectionManager::new(client).await.map_err(|e| format!("redis: {e}"))?;
     let sale = db.sale(sku).await.map_err(|e| e.to_string())?.ok_or_else(|| format!("no sale {sku}"))?;
-    let report = reconcile(&redis, &db, &sale, settings.gate_claim_idle, drain).await.map_err(|e| e.to_string())?;
+    let report = reconcile(&redis, &db, &sale, drain).await.map_err(|e| e.to_string())?;
     serde_json::to_string_pretty(&report).map_err(|e| e.to_string())
 }

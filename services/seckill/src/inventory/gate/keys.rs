@@ -16,15 +16,13 @@ pub struct GateKeys {
     pub users: String,
     /// Hash: idempotency key -> the order it made (`ref|quantity|shard|user`).
     pub keys: String,
-    /// Hash: reference -> `server ms|idempotency key` of orders decided but not yet in the
-    /// stream. Its entries are the window of the two-step design; an old one is an order whose
-    /// process died between the two steps (undersold units), which reconciliation gives back.
-    pub in_flight: String,
     /// Counter of order references; never reset (a reset keeps counting), so a reference is
     /// unique per sale for good.
     pub seq: String,
     /// The stream of decided orders, read by the consumer group [`GROUP`].
     pub stream: String,
+    /// The pub/sub channel on which writers announce committed durable entries (not a key).
+    pub written: String,
 }
 
 /// The consumer group of every sale's stream: one consumer per instance.
@@ -39,9 +37,9 @@ impl GateKeys {
             stock: format!("{tag}:stock"),
             users: format!("{tag}:users"),
             keys: format!("{tag}:keys"),
-            in_flight: format!("{tag}:inflight"),
             seq: format!("{tag}:seq"),
             stream: format!("{tag}:stream"),
+            written: format!("{tag}:written"),
         }
     }
 }
@@ -53,7 +51,7 @@ mod tests {
     #[test]
     fn every_key_shares_the_sales_hash_tag() {
         let keys = GateKeys::new(&Sku::parse("phone-1").unwrap());
-        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.in_flight, &keys.seq, &keys.stream] {
+        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq, &keys.stream, &keys.written] {
             assert!(key.starts_with("{seckill:gate:phone-1}:"), "{key}");
         }
     }

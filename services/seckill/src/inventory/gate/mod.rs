@@ -2,30 +2,34 @@
 //! services use, here as a measured peer of the owned shards, with its failure modes on show.
 //!
 //! # The design
-//! 1. **Decide** (`script::decide`, one Lua script): the sale's generation, the idempotency key
-//!    (a replay answers the original order), the per-user limit, the stock; then it takes the
-//!    units, counts them for the user, hands out the order's **reference** (`INCR`) and records
-//!    the order as *in flight*.
-//! 2. **Enqueue** (`script::enqueue`, a second script): `XADD` the order to the sale's stream and
-//!    clear its in-flight record.
-//! 3. **Write** ([`writer`]): a consumer per instance in the group `writers` reads batches and
+//! 1. **Decide and enqueue** (`script::decide`, one Lua script, one round trip): the sale's
+//!    generation, the idempotency key (a replay answers the original order), the per-user limit,
+//!    the stock; then it takes the units, counts them for the user, hands out the order's
+//!    **reference** (`INCR`), remembers the key and `XADD`s the order to the sale's stream.
+//! 2. **Write** ([`writer`]): a consumer per instance in the group `writers` reads batches and
 //!    writes each in one PostgreSQL transaction, idempotent on the reference
 //!    (`orders.gate_ref` is unique per sale), then `XACK`s and `XDEL`s them; entries left
-//!    unacknowledged by a dead consumer are claimed (`XAUTOCLAIM`) after `claim_idle`.
-//! 4. **Reconcile** ([`reconcile`]): PostgreSQL's truth per shard repairs Redis.
+//!    unacknowledged by a dead or slow consumer are claimed (`XAUTOCLAIM`) after `claim_idle`.
+//! 3. **Reconcile** ([`reconcile`]): PostgreSQL's truth per shard repairs Redis.
 //!
-//! `redis-gate` acknowledges after step 2; `redis-gate-durable` after step 3 (the request waits
-//! for its entry's commit, up to its deadline; past it the answer is `503 busy`, and the order may
-//! still land).
+//! `redis-gate` acknowledges after step 1 (the order is in the stream); `redis-gate-durable`
+//! after step 2 (the request waits for its entry's commit, up to its deadline). A replay of an
+//! idempotency key is answered under the same promise: at once in `redis-gate` (the script that
+//! remembered the key also enqueued the order), and in `redis-gate-durable` only once the order
+//! is in PostgreSQL. A durable request whose deadline passes first gets `503 unavailable`: the
+//! order is in the stream and will most likely land, so the answer must not be `busy` ("nothing
+//! was done"); the client retries with the same key and is answered the order once it landed.
 //!
-//! # Why two steps, and the failpoint
-//! Steps 1 and 2 could be one script (Redis would then decrement and enqueue atomically). They
-//! are two, on purpose: that is the usual production design (a decrement script, then a queue
-//! write), and its window is the point of this peer. A process that dies between them has taken
-//! the units and written no order: **undersold**. The in-flight record makes the loss visible:
-//! reconciliation finds it once older than `claim_idle`, reports it, and gives the units back.
-//! The test-only failpoint `SECKILL_FAILPOINT=gate-after-decrement` aborts the process exactly
-//! there ([`crate::config::Failpoint`]).
+//! # Why one script, and the failpoint
+//! A decrement script followed by a separate queue write leaves a window in which the units are
+//! taken and no order exists: a process that dies there undersells, one paused there past any
+//! timeout writes its order after reconciliation gave the units back (oversold), and a replay
+//! of the key remembered at decision time answers an order that may never be written. One
+//! script closes the window: Redis runs it atomically. The test-only failpoint
+//! `SECKILL_FAILPOINT=gate-after-decrement` aborts the process right after the script, before
+//! the answer ([`crate::config::Failpoint`]): the order is in the stream and another instance's
+//! writer claims and writes it. `gate-pause-after-decrement` stops the process there instead,
+//! until it is resumed: nothing it still holds can undo or repeat the order.
 //!
 //! # Keys: stock per shard, in one hash
 //! All of a sale's keys share one hash tag ([`GateKeys`]), so they live on one Redis node and the
@@ -39,37 +43,39 @@
 //! - Redis failover or data loss loses decrements: keys are seeded again from PostgreSQL, which
 //!   lacks the orders still in the lost stream, so the same units sell twice (**oversold**), and
 //!   in `redis-gate` the acknowledged orders in that stream are lost.
-//! - A crash between the two steps undersells (above).
 //! - `redis-gate` acknowledges an order PostgreSQL does not have yet.
 //!
 //! # Round trips per order
-//! The request path costs **2 Redis round trips** (`EVALSHA` decide, `EVALSHA` enqueue) in both
-//! modes, plus one `HGETALL` per instance and sale every 100 ms to notice resets. The writer adds
-//! per batch of up to [`writer::BATCH`] orders one `XREADGROUP`, one PostgreSQL commit and one
-//! pipelined `XACK`+`XDEL`. `redis-gate-durable` waits for the local writer's notification; when
-//! another instance's consumer took the entry it polls PostgreSQL every 50 ms.
+//! The request path costs **1 Redis round trip** (`EVALSHA`) in both modes, plus one `HGETALL`
+//! per instance and sale every 100 ms to notice resets. The writer adds per batch of up to
+//! [`writer::BATCH`] orders one `XREADGROUP`, one PostgreSQL commit and one pipelined
+//! `XACK`+`XDEL`, with a `PUBLISH` of the batch's durable outcomes in the same pipeline.
+//! `redis-gate-durable` waits for its writer's notification: the local writer fires it
+//! directly, another instance's through that notice (the `notices` module); PostgreSQL is
+//! asked only when no notice came within 500 ms (a lost notice), and by a replay.
 
 mod keys;
+mod notices;
 pub mod reconcile;
+mod registry;
 pub mod script;
 mod waiters;
 pub mod writer;
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use redis::aio::ConnectionManager;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use self::keys::{GROUP, GateKeys};
 use self::{
     reconcile::{ReconcileError, Reconciliation},
+    registry::Registry,
     script::{Decision, Seed},
-    waiters::{Wait, Waiters},
+    waiters::Waiters,
     writer::WriterContext,
 };
 use super::strategies::BuyError;
@@ -77,7 +83,7 @@ use crate::{
     config::Failpoint,
     domain::{GateAck, OrderRequest, Sale, Sku},
     inventory::InventoryError,
-    store::{Db, GateWritten, OrderRecord},
+    store::{Db, GateWritten, OrderRecord, StoreError},
 };
 
 /// Each seed of a sale's keys starts its references at `epoch << REF_EPOCH_SHIFT` (the sale's
@@ -87,9 +93,10 @@ const REF_EPOCH_SHIFT: u32 = 32;
 /// What a gate purchase came to, short of an error.
 #[derive(Debug)]
 pub enum GateAttempt {
-    /// Acknowledged (after the stream write, or after the database write when durable).
+    /// Acknowledged (in the stream, or in PostgreSQL when durable).
     Bought(OrderRecord),
-    /// The idempotency key made this order before.
+    /// The idempotency key made this order before (in the stream, or in PostgreSQL when
+    /// durable).
     Replayed(OrderRecord),
     /// Fewer units left than asked.
     SoldOut,
@@ -104,7 +111,7 @@ pub enum GateAttempt {
 pub struct GateSettings {
     /// This instance's consumer name.
     pub consumer: String,
-    /// Entries unacknowledged this long are claimed; in-flight orders this old count as dead.
+    /// Entries unacknowledged this long are claimed by another consumer.
     pub claim_idle: Duration,
     /// How often each writer looks for idle entries.
     pub claim_interval: Duration,
@@ -112,8 +119,19 @@ pub struct GateSettings {
     pub failpoint: Option<Failpoint>,
 }
 
-/// How long a durable request waits for the local writer before it also polls PostgreSQL.
-const LOCAL_WAIT: Duration = Duration::from_millis(50);
+/// How long a durable request waits for a writer's notification before it asks PostgreSQL, and
+/// then between two checks: the bound on the latency of a lost notice, and on the queries a
+/// waiting request costs (see the `notices` module).
+const FALLBACK_POLL: Duration = Duration::from_millis(500);
+
+/// Whether a durable wait asks PostgreSQL before waiting for a notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    /// At once: a replay, whose order may have been written long ago.
+    Now,
+    /// After [`FALLBACK_POLL`]: a new order, which no writer can have written yet.
+    NotYet,
+}
 
 /// The gate of every `redis-gate` sale on this instance.
 pub struct Gate {
@@ -121,98 +139,105 @@ pub struct Gate {
     db: Db,
     settings: GateSettings,
     writer: WriterContext,
-    /// The writer of each sale this instance has served or created, until shutdown.
-    writers: Mutex<HashMap<Sku, JoinHandle<()>>>,
     stop: CancellationToken,
 }
 
 impl Gate {
-    /// The gate; writers start with the first use of a sale.
+    /// The gate; writers start with the first use of a sale. Starts this instance's subscriber
+    /// to the other instances' commit notices.
     pub fn new(settings: GateSettings, client: redis::Client, redis: ConnectionManager, db: Db) -> Self {
+        let waiters = Arc::new(Waiters::default());
+        let stop = CancellationToken::new();
+        tokio::spawn(notices::listen(client.clone(), waiters.clone(), stop.clone()));
         let writer = WriterContext {
             client,
             db: db.clone(),
-            waiters: Arc::new(Waiters::default()),
+            waiters,
             consumer: settings.consumer.clone(),
             claim_idle: settings.claim_idle,
             claim_interval: settings.claim_interval,
+            registry: Registry::default(),
         };
-        Self { redis, db, settings, writer, writers: Mutex::default(), stop: CancellationToken::new() }
+        Self { redis, db, settings, writer, stop }
     }
 
-    /// Starts this instance's writer of `sku` unless it runs.
+    /// Starts this instance's writer of `sku` unless it runs (a running one is told it is still
+    /// wanted, see the `registry` module). Writers stop by themselves when their sale no longer
+    /// needs them.
     pub fn ensure_writer(&self, sku: &Sku) {
-        let mut writers = self.writers.lock().unwrap();
-        if self.stop.is_cancelled() || writers.get(sku).is_some_and(|w| !w.is_finished()) {
+        if self.stop.is_cancelled() {
             return;
         }
-        let handle = tokio::spawn(writer::run(sku.clone(), self.writer.clone(), self.stop.clone()));
-        writers.insert(sku.clone(), handle);
+        self.writer.registry.ensure(sku, || writer::run(sku.clone(), self.writer.clone(), self.stop.clone()));
     }
 
-    /// Decides `request` in Redis, enqueues it, and (durable) waits for its commit.
+    /// The sales whose writer runs on this instance (also the gauge `seckill_gate_writers`).
+    pub fn live_writers(&self) -> usize {
+        self.writer.registry.len()
+    }
+
+    /// Decides and enqueues `request` in Redis (one script) and, when durable, waits for its
+    /// commit; a replay is answered under the same promise.
     pub async fn buy(&self, sale: &Sale, ack: GateAck, request: &OrderRequest, deadline: Instant) -> Result<GateAttempt, BuyError> {
-        self.ensure_writer(&sale.sku);
         let keys = GateKeys::new(&sale.sku);
         let start = rand::random_range(0..sale.spec.shards);
-        let (gate_ref, parts) = match script::decide(&self.redis, &keys, sale, request, start).await? {
-            Decision::Taken { gate_ref, parts } => (gate_ref, parts),
+        let user = request.user_id.as_str();
+        match script::decide(&self.redis, &keys, sale, request, start, ack).await? {
+            Decision::Taken { gate_ref, parts } => {
+                failpoint(self.settings.failpoint, &sale.sku, gate_ref);
+                // After the script: a writer that found the stream empty and stopped meanwhile
+                // is started again for this entry (see `ensure_writer`).
+                self.ensure_writer(&sale.sku);
+                if ack == GateAck::Database {
+                    // The batch takes at least a stream read and a commit, so the entry is
+                    // hardly ever written before the wait is registered; if it is, the wait's
+                    // first PostgreSQL check finds it.
+                    self.await_written(sale, gate_ref, user, Checked::NotYet, deadline).await?;
+                }
+                Ok(GateAttempt::Bought(gate_record(sale, gate_ref, user, request.quantity.get(), parts[0].0)))
+            }
             Decision::Replay(prior) => {
-                if prior.user_id != request.user_id.as_str() || prior.quantity != request.quantity.get() {
+                if prior.user_id != user || prior.quantity != request.quantity.get() {
                     return Err(BuyError::Api(InventoryError::IdempotencyKeyReused));
                 }
-                let record = gate_record(sale, prior.gate_ref, &prior.user_id, prior.quantity, prior.shard);
-                return Ok(GateAttempt::Replayed(record));
+                if ack == GateAck::Database {
+                    self.ensure_writer(&sale.sku);
+                    self.await_written(sale, prior.gate_ref, user, Checked::Now, deadline).await?;
+                }
+                Ok(GateAttempt::Replayed(gate_record(sale, prior.gate_ref, user, prior.quantity, prior.shard)))
             }
-            Decision::UserLimit => return Err(BuyError::UserLimit),
-            Decision::SoldOut => return Ok(GateAttempt::SoldOut),
-            Decision::Stale => return Ok(GateAttempt::SaleChanged),
-            Decision::Unseeded => return Ok(GateAttempt::Unseeded),
-        };
-        if self.settings.failpoint == Some(Failpoint::GateAfterDecrement) {
-            tracing::error!(sku = %sale.sku, gate_ref, "failpoint gate-after-decrement: aborting after the decrement, before the stream write");
-            std::process::abort();
+            Decision::UserLimit => Err(BuyError::UserLimit),
+            Decision::SoldOut => Ok(GateAttempt::SoldOut),
+            Decision::Stale => Ok(GateAttempt::SaleChanged),
+            Decision::Unseeded => Ok(GateAttempt::Unseeded),
         }
-        let wait = (ack == GateAck::Database).then(|| self.writer.waiters.register(&sale.sku, gate_ref, request.user_id.as_str()));
-        // A failure here leaves the units taken and the order in flight: undersold until
-        // reconciliation gives them back.
-        script::enqueue(&self.redis, &keys, sale, request, gate_ref, &parts).await?;
-        if let Some(wait) = wait {
-            self.await_written(sale, request, gate_ref, wait, deadline).await?;
-        }
-        Ok(GateAttempt::Bought(gate_record(sale, gate_ref, request.user_id.as_str(), request.quantity.get(), parts[0].0)))
     }
 
-    /// Waits until PostgreSQL has the order `gate_ref`, or the deadline passes (`busy`).
-    async fn await_written(
-        &self,
-        sale: &Sale,
-        request: &OrderRequest,
-        gate_ref: i64,
-        mut wait: Wait,
-        deadline: Instant,
-    ) -> Result<(), BuyError> {
-        let mut check_at = Instant::now() + LOCAL_WAIT;
-        let mut local = true;
+    /// Waits until PostgreSQL has `user`'s order `gate_ref`: a writer's notification, or a
+    /// check of PostgreSQL (first when `checked` says so, then every [`FALLBACK_POLL`] for a
+    /// notification that did not come). Past the deadline the order's fate is unknown: it is in
+    /// the stream and may still land, so the answer is `unavailable`, not `busy`.
+    async fn await_written(&self, sale: &Sale, gate_ref: i64, user: &str, checked: Checked, deadline: Instant) -> Result<(), BuyError> {
+        let mut wait = self.writer.waiters.register(&sale.sku, gate_ref, user);
+        let mut check_at = match checked {
+            Checked::Now => Instant::now(),
+            Checked::NotYet => Instant::now() + FALLBACK_POLL,
+        };
         loop {
-            let until = check_at.min(deadline);
-            if local {
-                match tokio::time::timeout_at(until.into(), &mut wait.written).await {
-                    Ok(Ok(outcome)) => return written(outcome),
-                    // The writer stopped (shutdown): only PostgreSQL can tell now.
-                    Ok(Err(_)) => local = false,
-                    Err(_) => {}
-                }
-            } else {
-                tokio::time::sleep_until(until.into()).await;
+            if let Ok(outcome) = tokio::time::timeout_at(check_at.min(deadline).into(), wait.outcome()).await {
+                return written(outcome);
             }
             if Instant::now() >= deadline {
-                return Err(BuyError::Api(InventoryError::Busy));
+                return Err(BuyError::Api(InventoryError::Store(StoreError::Unavailable(format!(
+                    "order {gate_ref} of sale {} was not in PostgreSQL by the request deadline; it is queued and may still be written",
+                    sale.sku
+                )))));
             }
-            if self.db.order_by_gate_ref(&sale.sku, gate_ref, request.user_id.as_str()).await?.is_some() {
+            metrics::counter!("seckill_gate_durable_polls_total").increment(1);
+            if self.db.order_by_gate_ref(&sale.sku, gate_ref, user).await?.is_some() {
                 return Ok(());
             }
-            check_at = Instant::now() + LOCAL_WAIT;
+            check_at = Instant::now() + FALLBACK_POLL;
         }
     }
 
@@ -247,15 +272,14 @@ impl Gate {
     /// Reconciles the sale (see [`reconcile`]).
     pub async fn reconcile(&self, sale: &Sale, drain: bool) -> Result<Reconciliation, ReconcileError> {
         self.ensure_writer(&sale.sku);
-        reconcile::reconcile(&self.redis, &self.db, sale, self.settings.claim_idle, drain).await
+        reconcile::reconcile(&self.redis, &self.db, sale, drain).await
     }
 
     /// Stops the writers after their current batch (graceful shutdown; call after the HTTP
     /// server drained, so no durable request still waits).
     pub async fn shutdown(&self) {
         self.stop.cancel();
-        let writers: Vec<JoinHandle<()>> = self.writers.lock().unwrap().drain().map(|(_, w)| w).collect();
-        for writer in writers {
+        for writer in self.writer.registry.drain() {
             let _ = writer.await;
         }
     }
@@ -271,6 +295,23 @@ fn gate_record(sale: &Sale, gate_ref: i64, user_id: &str, quantity: u32, shard: 
         quantity,
         shard,
         fence: OrderRecord::NO_FENCE,
+    }
+}
+
+/// The test-only failpoints, right after the script that decided and enqueued `gate_ref`.
+fn failpoint(failpoint: Option<Failpoint>, sku: &Sku, gate_ref: i64) {
+    match failpoint {
+        Some(Failpoint::GateAfterDecrement) => {
+            tracing::error!(%sku, gate_ref, "failpoint gate-after-decrement: aborting after the decision, before the answer");
+            std::process::abort();
+        }
+        Some(Failpoint::GatePauseAfterDecrement) => {
+            tracing::error!(%sku, gate_ref, "failpoint gate-pause-after-decrement: stopping the process until SIGCONT");
+            // Blocks this worker thread, which is what a pause does; the whole process stops.
+            let _ = std::process::Command::new("kill").arg("-STOP").arg(std::process::id().to_string()).status();
+        }
+        // The owners' failpoints, or none.
+        Some(Failpoint::HoldBatchAnswers | Failpoint::PanicAfterBatchCommit) | None => {}
     }
 }
 

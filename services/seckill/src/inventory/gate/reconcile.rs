@@ -1,15 +1,16 @@
 //! Reconciliation: recompute each shard's truth from PostgreSQL (initial minus the units in its
 //! orders) and repair Redis to it, reporting what differed.
 //!
-//! It refuses while the queue is not empty (entries in the stream, pending or unread) or an
-//! order is in flight between the two steps for less than `claim_idle`: those units are neither
-//! in PostgreSQL nor lost yet, so any repair would be wrong. With `drain` it waits (up to
-//! [`DRAIN_BOUND`]) for the queue to empty first. In-flight records older than `claim_idle` are
-//! orders whose process died between the decrement and the stream write: their units are the
-//! undersold ones, and the repair gives them back (and forgets their idempotency keys, whose
-//! orders never came to be). The repair itself is one script that checks that no order was
-//! decided since the truth was read (the reference counter did not move), so it never
-//! overwrites a decrement it did not see.
+//! It refuses while the queue is not empty (entries in the stream, pending or unread): those
+//! units are not in PostgreSQL yet, so any repair would be wrong. With `drain` it waits (up to
+//! [`DRAIN_BOUND`]) for the queue to empty first. An order is decided and enqueued by one script
+//! (see [`super::script`]), so no decided order lives outside the stream, and a writer removes
+//! an entry only after its commit: an empty stream means every decided order is in PostgreSQL,
+//! however slow or paused the writer that read it (its late write is a duplicate of the
+//! claimer's). The repair itself is one script that checks that no order was decided since the
+//! truth was read (the reference counter did not move) and that the stream is still empty, so it
+//! never overwrites a decrement it did not see. What it repairs is a Redis that disagrees with
+//! PostgreSQL for another reason: a restored snapshot, a failover, or keys changed by hand.
 
 use std::time::{Duration, Instant};
 
@@ -38,8 +39,6 @@ pub struct Reconciliation {
     pub oversold: i64,
     /// Units Redis would have sold beyond the truth, e.g. after restoring an old snapshot (repaired).
     pub redis_excess: i64,
-    /// Orders decided but never enqueued (their process died between the two steps).
-    pub lost_in_flight: usize,
     /// Per shard.
     pub shards: Vec<ShardReconciliation>,
 }
@@ -69,13 +68,11 @@ pub enum ReconcileError {
     /// The sale does not use `redis-gate`.
     #[error("sale {0:?} does not use redis-gate")]
     NotGate(String),
-    /// The queue has entries, or orders are in flight.
-    #[error("{queued} entries in the queue and {in_flight} orders in flight; retry later or drain")]
+    /// The queue has entries.
+    #[error("{queued} entries in the queue; retry later or drain")]
     NotDrained {
         /// Entries in the stream (pending or unread).
         queued: i64,
-        /// Orders between the decrement and the stream write, for less than the claim time.
-        in_flight: usize,
     },
     /// Orders kept arriving while it tried to repair.
     #[error("orders kept arriving; retry")]
@@ -97,79 +94,47 @@ impl From<redis::RedisError> for ReconcileError {
     }
 }
 
-/// Sets the stock (and `left`, the users' counts), forgets dead in-flight orders and their
-/// keys; only if no order was decided since `seq` was read and the queue is still empty.
-/// ARGV: seq, gen, limit, shards, number of dead refs, number of users, stocks, dead refs with
-/// their keys (pairs), user/bought pairs.
+/// Sets the stock (and `left`, the users' counts); only if no order was decided since `seq` was
+/// read and the queue is still empty. ARGV: seq, gen, limit, shards, number of users, stocks,
+/// user/bought pairs.
 static REPAIR: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{WRITE_SALE}{}",
         r"
-if (redis.call('GET', KEYS[6]) or '0') ~= ARGV[1] then return 0 end
-if redis.call('XLEN', KEYS[7]) > 0 then return 0 end
-local n, dead, users = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-if redis.call('HLEN', KEYS[5]) ~= dead then return 0 end
-for i = 1, dead do
-  redis.call('HDEL', KEYS[5], ARGV[6 + n + 2 * i - 1])
-  local key = ARGV[6 + n + 2 * i]
-  if key ~= '' then redis.call('HDEL', KEYS[4], key) end
-end
+if (redis.call('GET', KEYS[4]) or '0') ~= ARGV[1] then return 0 end
+if redis.call('XLEN', KEYS[5]) > 0 then return 0 end
+local n, users = tonumber(ARGV[4]), tonumber(ARGV[5])
 redis.call('DEL', KEYS[3])
-write_sale(ARGV[2], ARGV[3], n, 6, users, 6 + n + 2 * dead)
+write_sale(ARGV[2], ARGV[3], n, 5, users, 5 + n)
 return 1
 "
     ))
 });
 
-/// The raw reply of [`read_state`]'s transaction: seq, stream length, stock, in flight, time.
-type StateReply = (Option<String>, i64, Vec<(String, i64)>, Vec<(String, String)>, (i64, i64));
+/// The raw reply of [`read_state`]'s transaction: seq, stream length, stock.
+type StateReply = (Option<String>, i64, Vec<(String, i64)>);
 
 /// Redis's side as read in one transaction.
 struct RedisState {
     seq: String,
     queued: i64,
     stock: Vec<i64>,
-    /// In-flight orders: reference, server time ms, idempotency key.
-    in_flight: Vec<(String, i64, String)>,
-    now_ms: i64,
 }
 
 async fn read_state(redis: &ConnectionManager, keys: &GateKeys, shards: usize) -> Result<RedisState, ReconcileError> {
-    let (seq, queued, stock, in_flight, time): StateReply = redis::pipe()
-        .atomic()
-        .get(&keys.seq)
-        .cmd("XLEN")
-        .arg(&keys.stream)
-        .hgetall(&keys.stock)
-        .hgetall(&keys.in_flight)
-        .cmd("TIME")
-        .query_async(&mut redis.clone())
-        .await?;
+    let (seq, queued, stock): StateReply =
+        redis::pipe().atomic().get(&keys.seq).cmd("XLEN").arg(&keys.stream).hgetall(&keys.stock).query_async(&mut redis.clone()).await?;
     let mut by_shard = vec![0; shards];
     for (field, value) in stock {
         if let Some(slot) = field.parse::<usize>().ok().and_then(|i| by_shard.get_mut(i)) {
             *slot = value;
         }
     }
-    let in_flight = in_flight
-        .into_iter()
-        .map(|(gate_ref, value)| {
-            let (ms, key) = value.split_once('|').unwrap_or((&value, ""));
-            (gate_ref, ms.parse().unwrap_or(0), key.to_owned())
-        })
-        .collect();
-    Ok(RedisState { seq: seq.unwrap_or_else(|| "0".into()), queued, stock: by_shard, in_flight, now_ms: time.0 * 1000 + time.1 / 1000 })
+    Ok(RedisState { seq: seq.unwrap_or_else(|| "0".into()), queued, stock: by_shard })
 }
 
-/// Reconciles `sale` (see the module doc). `claim_idle` is the age past which an in-flight order
-/// counts as dead.
-pub async fn reconcile(
-    redis: &ConnectionManager,
-    db: &Db,
-    sale: &Sale,
-    claim_idle: Duration,
-    drain: bool,
-) -> Result<Reconciliation, ReconcileError> {
+/// Reconciles `sale` (see the module doc).
+pub async fn reconcile(redis: &ConnectionManager, db: &Db, sale: &Sale, drain: bool) -> Result<Reconciliation, ReconcileError> {
     if sale.spec.strategy.gate_ack().is_none() {
         return Err(ReconcileError::NotGate(sale.sku.to_string()));
     }
@@ -179,14 +144,12 @@ pub async fn reconcile(
     let mut moved = 0;
     loop {
         let state = read_state(redis, &keys, shards).await?;
-        let idle_ms = claim_idle.as_millis() as i64;
-        let (dead, fresh): (Vec<_>, Vec<_>) = state.in_flight.iter().partition(|(_, ms, _)| state.now_ms - ms >= idle_ms);
-        if state.queued > 0 || !fresh.is_empty() {
+        if state.queued > 0 {
             if drain && started.elapsed() < DRAIN_BOUND {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
-            return Err(ReconcileError::NotDrained { queued: state.queued, in_flight: fresh.len() });
+            return Err(ReconcileError::NotDrained { queued: state.queued });
         }
         let truth = db.shard_truth(&sale.sku).await?;
         let users = db.user_purchases(&sale.sku).await?;
@@ -207,15 +170,12 @@ pub async fn reconcile(
             })
             .collect();
         let mut invocation = REPAIR.prepare_invoke();
-        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.in_flight, &keys.seq, &keys.stream] {
+        for key in [&keys.meta, &keys.stock, &keys.users, &keys.seq, &keys.stream] {
             invocation.key(key);
         }
-        invocation.arg(&state.seq).arg(sale.generation).arg(sale.spec.per_user_limit).arg(report.len()).arg(dead.len()).arg(users.len());
+        invocation.arg(&state.seq).arg(sale.generation).arg(sale.spec.per_user_limit).arg(report.len()).arg(users.len());
         for shard in &report {
             invocation.arg(shard.redis_after);
-        }
-        for (gate_ref, _, key) in &dead {
-            invocation.arg(gate_ref.as_str()).arg(key.as_str());
         }
         for (user, bought) in &users {
             invocation.arg(user.as_str()).arg(*bought);
@@ -234,11 +194,10 @@ pub async fn reconcile(
             undersold: sum(|s| s.undersold),
             oversold: sum(|s| s.oversold),
             redis_excess: sum(|s| (s.redis_before - s.redis_after).max(0)),
-            lost_in_flight: dead.len(),
             shards: report,
         };
         tracing::info!(sku = %sale.sku, undersold = reconciliation.undersold, oversold = reconciliation.oversold,
-            redis_excess = reconciliation.redis_excess, lost_in_flight = reconciliation.lost_in_flight, "gate reconciled");
+            redis_excess = reconciliation.redis_excess, "gate reconciled");
         return Ok(reconciliation);
     }
 }

@@ -1,6 +1,6 @@
-//! The Lua scripts of `redis-gate` and their Rust faces: `decide` (step one: the whole decision
-//! and the decrement), `enqueue` (step two: the stream write), `seed` (a sale's keys from
-//! PostgreSQL's truth). Each runs atomically in Redis; each touches only keys of one sale.
+//! The Lua scripts of `redis-gate` and their Rust faces: `decide` (the whole decision, the
+//! decrement and the stream write, in one script) and `seed` (a sale's keys from PostgreSQL's
+//! truth). Each runs atomically in Redis; each touches only keys of one sale.
 
 use std::sync::LazyLock;
 
@@ -8,14 +8,21 @@ use redis::{Script, aio::ConnectionManager};
 
 use super::keys::GateKeys;
 use crate::{
-    domain::{OrderRequest, Sale, ShardId},
+    domain::{GateAck, OrderRequest, Sale, ShardId},
     inventory::InventoryError,
 };
 
-/// Step one. Checks the generation, answers a known idempotency key with its order, checks the
-/// per-user limit and the stock, then takes the units (shard by shard from a random start, so
-/// concurrent orders spread over the shards and the last units are gathered from several), counts
-/// them for the user, hands out a reference and records the order as in flight.
+/// The whole decision in one script: checks the generation, answers a known idempotency key with
+/// its order, checks the per-user limit and the stock, then takes the units (shard by shard from
+/// a random start, so concurrent orders spread over the shards and the last units are gathered
+/// from several), counts them for the user, hands out a reference, remembers the key and appends
+/// the order to the sale's stream. Redis runs it atomically, so a key it remembers always names
+/// an order in the stream (or already written from it): there is no moment at which units are
+/// taken but no order exists, and a replay answers only an order that will be written.
+///
+/// This is the shape of the widely copied Redis Stream flash-sale designs (one script checks the
+/// stock and the buyer, decrements and `XADD`s the order for an asynchronous writer), and it is
+/// one round trip per order.
 static DECIDE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -49,23 +56,11 @@ if need > 0 then return redis.error_reply('gate: shard stock below the left coun
 for _, p in ipairs(parts) do redis.call('HINCRBY', KEYS[2], p[1], -p[2]) end
 redis.call('HINCRBY', KEYS[1], 'left', -qty)
 redis.call('HINCRBY', KEYS[3], user, qty)
-local ref = redis.call('INCR', KEYS[6])
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[5], ref, (t[1] * 1000 + math.floor(t[2] / 1000)) .. '|' .. key)
+local ref = redis.call('INCR', KEYS[5])
 local joined = table.concat(flat, ',')
 if key ~= '' then redis.call('HSET', KEYS[4], key, ref .. '|' .. qty .. '|' .. parts[1][1] .. '|' .. user) end
+redis.call('XADD', KEYS[6], '*', 'ref', ref, 'gen', gen, 'user', user, 'qty', qty, 'key', key, 'parts', joined, 'ack', ARGV[6])
 return {'taken', tostring(ref), joined}
-",
-    )
-});
-
-/// Step two. Appends the order to the sale's stream and clears its in-flight record.
-static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local id = redis.call('XADD', KEYS[1], '*', 'ref', ARGV[1], 'gen', ARGV[2], 'user', ARGV[3], 'qty', ARGV[4], 'key', ARGV[5], 'parts', ARGV[6])
-redis.call('HDEL', KEYS[2], ARGV[1])
-return id
 ",
     )
 });
@@ -89,7 +84,7 @@ local function write_sale(gen, limit, n, stock_at, users, users_at)
 end
 ";
 
-/// Seeds a sale: `reset` replaces stock, users, idempotency keys and in-flight records;
+/// Seeds a sale: `reset` replaces stock, users and idempotency keys;
 /// otherwise only if the sale is not seeded (Redis lost it). The reference counter is raised to
 /// the floor given (above every earlier reference: see [`Seed::ref_floor`]), never lowered. ARGV: gen, limit,
 /// shards, reset (1/0), floor, number of users, then shard stocks, then user/bought pairs.
@@ -98,19 +93,19 @@ static SEED: LazyLock<Script> = LazyLock::new(|| {
         "{WRITE_SALE}{}",
         r"
 if ARGV[4] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 local n, users = tonumber(ARGV[3]), tonumber(ARGV[6])
 write_sale(ARGV[1], ARGV[2], n, 6, users, 6 + n)
-if tonumber(redis.call('GET', KEYS[6]) or '0') < tonumber(ARGV[5]) then redis.call('SET', KEYS[6], ARGV[5]) end
+if tonumber(redis.call('GET', KEYS[5]) or '0') < tonumber(ARGV[5]) then redis.call('SET', KEYS[5], ARGV[5]) end
 return 1
 "
     ))
 });
 
-/// What step one decided.
+/// What the decision came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// The units are taken; the order has this reference and these parts.
+    /// The units are taken and the order is in the stream, with this reference and these parts.
     Taken {
         /// The order's reference (unique per sale).
         gate_ref: i64,
@@ -146,26 +141,29 @@ fn malformed(what: &str) -> InventoryError {
     InventoryError::Bug(format!("gate script answered a malformed {what}"))
 }
 
-/// Runs step one (one round trip).
+/// Decides `request` and, when taken, enqueues it (one round trip). `ack` is written into the
+/// entry, so the writer knows whether a request waits for its commit.
 pub async fn decide(
     redis: &ConnectionManager,
     keys: &GateKeys,
     sale: &Sale,
     request: &OrderRequest,
     start: u32,
+    ack: GateAck,
 ) -> Result<Decision, InventoryError> {
     let reply: Vec<String> = DECIDE
         .key(&keys.meta)
         .key(&keys.stock)
         .key(&keys.users)
         .key(&keys.keys)
-        .key(&keys.in_flight)
         .key(&keys.seq)
+        .key(&keys.stream)
         .arg(sale.generation)
         .arg(request.user_id.as_str())
         .arg(request.quantity.get())
         .arg(request.idempotency_key.as_deref().unwrap_or(""))
         .arg(start)
+        .arg(ack_field(ack))
         .invoke_async(&mut redis.clone())
         .await?;
     Ok(match reply.first().map(String::as_str) {
@@ -183,27 +181,12 @@ pub async fn decide(
     })
 }
 
-/// Runs step two (one round trip): the order into the stream, out of the in-flight records.
-pub async fn enqueue(
-    redis: &ConnectionManager,
-    keys: &GateKeys,
-    sale: &Sale,
-    request: &OrderRequest,
-    gate_ref: i64,
-    parts: &[(ShardId, u32)],
-) -> Result<(), InventoryError> {
-    let _: String = ENQUEUE
-        .key(&keys.stream)
-        .key(&keys.in_flight)
-        .arg(gate_ref)
-        .arg(sale.generation)
-        .arg(request.user_id.as_str())
-        .arg(request.quantity.get())
-        .arg(request.idempotency_key.as_deref().unwrap_or(""))
-        .arg(format_parts(parts))
-        .invoke_async(&mut redis.clone())
-        .await?;
-    Ok(())
+/// The stream entry's `ack` field: `database` when a request waits for the entry's commit.
+pub(crate) fn ack_field(ack: GateAck) -> &'static str {
+    match ack {
+        GateAck::Stream => "stream",
+        GateAck::Database => "database",
+    }
 }
 
 /// What a sale's keys are seeded with.
@@ -221,7 +204,7 @@ pub struct Seed {
 /// Seeds the sale's keys: always when `reset`, else only if Redis has none. True if it wrote.
 pub async fn seed(redis: &ConnectionManager, keys: &GateKeys, sale: &Sale, seed: &Seed, reset: bool) -> Result<bool, InventoryError> {
     let mut invocation = SEED.prepare_invoke();
-    for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.in_flight, &keys.seq] {
+    for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq] {
         invocation.key(key);
     }
     invocation

@@ -1,6 +1,7 @@
 //! Requests of `redis-gate-durable` waiting for their order to reach PostgreSQL, keyed by sale
-//! and reference. The local writer fires a waiter after its batch committed; a waiter whose
-//! entry another instance's writer took finds the order by polling PostgreSQL instead.
+//! and reference: the request that made the order and any replay of its idempotency key. A
+//! writer fires the waiters of its batch's entries once the batch committed: the local writer
+//! directly, another instance's through its notice (see the `notices` module).
 //!
 //! A reference names one order: every seed starts the counter above all earlier references (the
 //! gate epoch). A waiter is fired only by an entry of its own buyer as well, so that a wrong
@@ -11,54 +12,90 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 
 use crate::{domain::Sku, store::GateWritten};
 
-/// One waiting request: its buyer and where to send the outcome.
-type Waiting = (String, oneshot::Sender<GateWritten>);
+/// The requests waiting for one order.
+#[derive(Debug)]
+struct Slot {
+    /// The buyer; an entry of another buyer under the same reference fires nothing.
+    user: String,
+    /// The outcome, once known: a `watch`, so that every request waiting for the order (the
+    /// original and its replays) and one that registers after the outcome all see it.
+    outcome: watch::Sender<Option<GateWritten>>,
+    /// Registered waits; the slot goes when the last one is dropped, so the map holds at most
+    /// the requests in flight.
+    waits: usize,
+}
 
 /// The waiting requests of this instance.
 #[derive(Debug, Default)]
 pub(crate) struct Waiters {
-    /// One sender per waiting request; removed when fired or when the request gives up, so the
-    /// map holds at most the requests in flight.
-    waiting: Mutex<HashMap<(Sku, i64), Waiting>>,
+    waiting: Mutex<HashMap<(Sku, i64), Slot>>,
 }
 
 /// A registered wait; dropping it unregisters.
 pub(crate) struct Wait {
     waiters: Arc<Waiters>,
     key: (Sku, i64),
-    /// Fired with the entry's outcome by the local writer.
-    pub(crate) written: oneshot::Receiver<GateWritten>,
+    outcome: watch::Receiver<Option<GateWritten>>,
 }
 
 impl Waiters {
-    /// Registers a wait of `user`'s order `gate_ref` (before the entry is enqueued, so no
-    /// outcome is missed).
+    /// Registers a wait for `user`'s order `gate_ref`.
     pub(crate) fn register(self: &Arc<Self>, sku: &Sku, gate_ref: i64, user: &str) -> Wait {
-        let (tx, rx) = oneshot::channel();
         let key = (sku.clone(), gate_ref);
-        self.waiting.lock().unwrap().insert(key.clone(), (user.to_owned(), tx));
-        Wait { waiters: self.clone(), key, written: rx }
+        let mut waiting = self.waiting.lock().unwrap();
+        let slot = waiting
+            .entry(key.clone())
+            .and_modify(|slot| {
+                if slot.user != user {
+                    // Not the same order: the newer buyer's wait replaces it (the other's waits
+                    // then fall back on PostgreSQL).
+                    *slot = Slot { user: user.to_owned(), outcome: watch::Sender::new(None), waits: 0 };
+                }
+            })
+            .or_insert_with(|| Slot { user: user.to_owned(), outcome: watch::Sender::new(None), waits: 0 });
+        slot.waits += 1;
+        let outcome = slot.outcome.subscribe();
+        Wait { waiters: self.clone(), key, outcome }
     }
 
-    /// Tells the request waiting for `user`'s order `gate_ref`, if any, what became of it. An
+    /// Tells the requests waiting for `user`'s order `gate_ref`, if any, what became of it. An
     /// entry of another buyer under the same reference (one handed out again) fires nothing.
     pub(crate) fn fire(&self, sku: &Sku, gate_ref: i64, user: &str, outcome: GateWritten) {
-        let mut waiting = self.waiting.lock().unwrap();
-        let key = (sku.clone(), gate_ref);
-        if waiting.get(&key).is_some_and(|(waiter, _)| waiter == user)
-            && let Some((_, tx)) = waiting.remove(&key)
-        {
-            let _ = tx.send(outcome);
+        let waiting = self.waiting.lock().unwrap();
+        if let Some(slot) = waiting.get(&(sku.clone(), gate_ref)).filter(|slot| slot.user == user) {
+            slot.outcome.send_replace(Some(outcome));
+        }
+    }
+}
+
+impl Wait {
+    /// The order's outcome once a writer fired it; pending until then.
+    pub(crate) async fn outcome(&mut self) -> GateWritten {
+        loop {
+            if let Some(outcome) = *self.outcome.borrow_and_update() {
+                return outcome;
+            }
+            if self.outcome.changed().await.is_err() {
+                // The slot was replaced (another buyer's order under this reference): no writer
+                // will fire this wait; the caller's PostgreSQL check answers it.
+                return std::future::pending().await;
+            }
         }
     }
 }
 
 impl Drop for Wait {
     fn drop(&mut self) {
-        self.waiters.waiting.lock().unwrap().remove(&self.key);
+        let mut waiting = self.waiters.waiting.lock().unwrap();
+        if let Some(slot) = waiting.get_mut(&self.key) {
+            slot.waits = slot.waits.saturating_sub(1);
+            if slot.waits == 0 {
+                waiting.remove(&self.key);
+            }
+        }
     }
 }

@@ -9,8 +9,11 @@
 //!
 //! Bounded: at most [`BATCH`] entries in memory per read, a read blocks at most until the next
 //! claim is due, and the loop checks its stop token between reads, so shutdown waits for at most
-//! one read and one batch. An idle writer (a sale sold out or not yet selling) costs Redis two
-//! commands per `claim_interval`: one read that waits, one claim.
+//! one read and one batch. A writer whose read found nothing looks whether its sale still needs
+//! it (`may_stop`): with the stream empty, a sale sold out, retired from the gate or deleted
+//! does not, and the writer stops (see the `registry` module). An idle writer of a sale still
+//! selling costs Redis one read that waits, one claim and one look per `claim_interval`, and
+//! PostgreSQL one look every `SALE_CHECK_EVERY` (10) of them.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -19,11 +22,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     keys::{GROUP, GateKeys},
-    script::parse_parts,
+    notices::format_notice,
+    registry::Registry,
+    script::{ack_field, parse_parts},
     waiters::Waiters,
 };
 use crate::{
-    domain::Sku,
+    domain::{GateAck, Sku},
     store::{Db, GateEntry, GateWritten},
 };
 
@@ -35,6 +40,10 @@ const MIN_BLOCK: Duration = Duration::from_millis(1);
 
 /// How long an answer may take beyond a read's own wait before the connection counts as broken.
 const ANSWER_GRACE: Duration = Duration::from_millis(500);
+
+/// An idle writer asks PostgreSQL whether its sale still exists every this many idle reads: a
+/// sale deleted there keeps its Redis keys, so Redis alone cannot tell.
+const SALE_CHECK_EVERY: u32 = 10;
 
 /// What a writer needs.
 #[derive(Clone)]
@@ -50,6 +59,8 @@ pub(crate) struct WriterContext {
     pub(crate) claim_idle: Duration,
     /// How often to look for such entries.
     pub(crate) claim_interval: Duration,
+    /// The running writers, where one unregisters before it stops.
+    pub(crate) registry: Registry,
 }
 
 /// Runs the writer of `sku` until `stop` is cancelled.
@@ -60,6 +71,7 @@ pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
     let mut conn: Option<MultiplexedConnection> = None;
     let mut group_ready = false;
     let mut last_claim: Option<tokio::time::Instant> = None;
+    let mut idle_reads = 0u32;
     while !stop.is_cancelled() {
         let Some(live) = conn.as_mut() else {
             // A read waits up to `claim_interval` by design: only what goes beyond is a timeout.
@@ -101,8 +113,27 @@ pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
             read_new(live, &keys, &ctx, until_claim.max(MIN_BLOCK)).await
         };
         match read {
-            Ok(entries) if entries.is_empty() => {}
-            Ok(entries) => write(&sku, live, &keys, &ctx, entries).await,
+            Ok(entries) if entries.is_empty() => {
+                idle_reads = idle_reads.wrapping_add(1);
+                // Read before looking: an order enqueued after the look raises it.
+                let seen = ctx.registry.wanted(&sku);
+                match may_stop(live, &keys, &ctx, &sku, idle_reads).await {
+                    Ok(true) if ctx.registry.retire(&sku, seen) => {
+                        tracing::debug!(%sku, "gate writer stops: its sale needs it no more");
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        if is_connection_lost(&e) {
+                            conn = None;
+                        }
+                    }
+                }
+            }
+            Ok(entries) => {
+                idle_reads = 0;
+                write(&sku, live, &keys, &ctx, entries).await;
+            }
             Err(e) if e.code() == Some("NOGROUP") => group_ready = false,
             Err(e) => {
                 tracing::warn!(%sku, error = %e, "gate writer cannot read its stream; retrying");
@@ -111,6 +142,37 @@ pub(crate) async fn run(sku: Sku, ctx: WriterContext, stop: CancellationToken) {
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+        }
+    }
+}
+
+/// Whether the sale needs its writer no more: nothing in its stream (pending or unread), and it
+/// is sold out, or its keys are gone (retired from the gate, or lost with Redis: the next order
+/// seeds them and starts a writer), or (asked every [`SALE_CHECK_EVERY`] idle reads) PostgreSQL
+/// no longer has it as a gate sale. A failed look in PostgreSQL keeps the writer.
+async fn may_stop(
+    conn: &mut MultiplexedConnection,
+    keys: &GateKeys,
+    ctx: &WriterContext,
+    sku: &Sku,
+    idle_reads: u32,
+) -> Result<bool, RedisError> {
+    let (queued, generation, left): (i64, Option<i64>, Option<i64>) =
+        redis::pipe().atomic().cmd("XLEN").arg(&keys.stream).hget(&keys.meta, "gen").hget(&keys.meta, "left").query_async(conn).await?;
+    if queued > 0 {
+        return Ok(false);
+    }
+    if generation.is_none() || left.is_some_and(|left| left <= 0) {
+        return Ok(true);
+    }
+    if !idle_reads.is_multiple_of(SALE_CHECK_EVERY) {
+        return Ok(false);
+    }
+    match ctx.db.sale(sku).await {
+        Ok(sale) => Ok(sale.is_none_or(|sale| sale.spec.strategy.gate_ack().is_none())),
+        Err(e) => {
+            tracing::debug!(%sku, error = %e, "gate writer cannot look its sale up; keeps running");
+            Ok(false)
         }
     }
 }
@@ -182,14 +244,21 @@ async fn autoclaim(conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &Writ
     Ok(claimed)
 }
 
-/// Writes a batch, then acknowledges it and answers its waiters. A failed write acknowledges
-/// nothing: the entries stay pending and are claimed again after `claim_idle`.
+/// Writes a batch, then acknowledges it and answers its waiters: this instance's at once, the
+/// other instances' through a notice published in the same pipeline as the acknowledgement (see
+/// the `notices` module). A failed write acknowledges nothing: the entries stay pending and are
+/// claimed again after `claim_idle`.
 async fn write(sku: &Sku, conn: &mut MultiplexedConnection, keys: &GateKeys, ctx: &WriterContext, raw: Vec<RawEntry>) {
     let ids: Vec<String> = raw.iter().map(|(id, _)| id.clone()).collect();
     let mut entries = Vec::with_capacity(raw.len());
+    // Whether a request waits for the entry's commit (`redis-gate-durable`).
+    let mut durable = Vec::with_capacity(raw.len());
     for (id, fields) in &raw {
         match parse_entry(fields) {
-            Some(entry) => entries.push(entry),
+            Some(entry) => {
+                entries.push(entry);
+                durable.push(fields.get("ack").is_some_and(|ack| ack == ack_field(GateAck::Database)));
+            }
             // A bug upstream; retrying cannot help, so it is logged and acknowledged.
             None => tracing::error!(%sku, id, ?fields, "malformed gate stream entry dropped"),
         }
@@ -202,18 +271,19 @@ async fn write(sku: &Sku, conn: &mut MultiplexedConnection, keys: &GateKeys, ctx
             return;
         }
     };
-    let acked: Result<(), RedisError> = redis::pipe()
-        .cmd("XACK")
-        .arg(&keys.stream)
-        .arg(GROUP)
-        .arg(&ids)
-        .ignore()
-        .cmd("XDEL")
-        .arg(&keys.stream)
-        .arg(&ids)
-        .ignore()
-        .query_async(conn)
-        .await;
+    let notice: Vec<String> = entries
+        .iter()
+        .zip(&outcomes)
+        .zip(&durable)
+        .filter(|(_, durable)| **durable)
+        .map(|((entry, outcome), _)| format_notice(entry.gate_ref, *outcome, &entry.user_id))
+        .collect();
+    let mut pipe = redis::pipe();
+    pipe.cmd("XACK").arg(&keys.stream).arg(GROUP).arg(&ids).ignore().cmd("XDEL").arg(&keys.stream).arg(&ids).ignore();
+    if !notice.is_empty() {
+        pipe.cmd("PUBLISH").arg(&keys.written).arg(notice.join("\n")).ignore();
+    }
+    let acked: Result<(), RedisError> = pipe.query_async(conn).await;
     if let Err(e) = acked {
         // Written but not acknowledged: claimed again later and found written (no double write).
         tracing::warn!(%sku, error = %e, "gate batch written but not acknowledged");
