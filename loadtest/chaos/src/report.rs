@@ -282,8 +282,8 @@ impl SuiteReport {
                 let repaired = match &d["repaired"] {
                     Value::Null => "-".to_owned(),
                     r if r["status"] == 200 => format!(
-                        "repaired {} undersold ({} lost in flight), {} redis excess; {} oversold",
-                        r["undersold"], r["lost_in_flight"], r["redis_excess"], r["oversold"]
+                        "repaired {} undersold, {} redis excess; {} oversold",
+                        r["undersold"], r["redis_excess"], r["oversold"]
                     ),
                     r => format!("refused ({})", r["status"]),
                 };

@@ -80,12 +80,18 @@ impl Application {
         let redis = redis::aio::ConnectionManager::new(redis).await?;
         let hints = Hints::new(redis.clone());
         let shard_locks = ShardLocks::new(locks.clone());
+        // An order decided just before its deadline may wait for the batch in flight, its own
+        // batch, and a lease renewal if its shard's lease ran short: that is its grace.
+        let bounds = RequestBounds {
+            deadline: settings.request_deadline,
+            answer_grace: settings.lock_lease + 2 * settings.owner_write_bound(),
+        };
         let placement = PlacementSettings {
             instance: if settings.instance.is_empty() { format!("{:016x}", rand::random::<u64>()) } else { settings.instance.clone() },
             write_bound: settings.owner_write_bound(),
             idle_release: settings.idle_release,
             interval: PLACEMENT_INTERVAL,
-            owner_idle: settings.idle_release.max(settings.request_deadline + settings.owner_write_bound()),
+            owner_idle: settings.idle_release.max(bounds.answer()),
             lease: settings.lock_lease,
         };
         let gate_settings = GateSettings {
@@ -111,7 +117,7 @@ impl Application {
             shard_locks,
             owned.clone(),
             gate.clone(),
-            RequestBounds { deadline: settings.request_deadline, answer_grace: settings.owner_write_bound() },
+            bounds,
             settings.max_in_flight,
         ));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));

@@ -1,7 +1,7 @@
-//! The `redis-gate` rows: Redis Lua pre-deduction (a decrement script, then a stream write, then
-//! a writer into PostgreSQL), the design most flash-sale services use, under the two faults its
-//! design admits it cannot survive. These rows are **expected to show damage**; they pass when the
-//! suite detects it (and reconciliation repairs what it can), and fail when the damage goes unseen.
+//! The `redis-gate` rows: Redis Lua pre-deduction (one script that decides, decrements and writes
+//! the order to a stream, then a writer into PostgreSQL), the design most flash-sale services
+//! use. The Redis-loss rows are **expected to show damage**; they pass when the suite detects it
+//! (and reconciliation repairs what it can), and fail when the damage goes unseen.
 //!
 //! - `gate-redis-loss` (`redis-gate`, acknowledged after the stream write): `kill -9` Redis while
 //!   its stream holds orders not yet in PostgreSQL, restart it empty. Those orders were
@@ -12,9 +12,11 @@
 //!   same fault must lose no acknowledged order; what else it shows is reported.
 //! - `gate-failpoint` (`redis-gate`): instance `b` restarted with the test-only failpoint
 //!   `SECKILL_FAILPOINT=gate-after-decrement`, which aborts it on its first order right after the
-//!   decrement and before the stream write, then started again without it (same port, its clients
-//!   carry on). The units taken are **undersold** (stock gone, no order), until reconciliation
-//!   finds the dead in-flight order, reports it and gives its units back.
+//!   script that decided and enqueued it, before the answer, then started again without it (same
+//!   port, its clients carry on). Since deciding and enqueueing are one script, nothing may be
+//!   lost: the dead consumer's entry is claimed by `a`'s writer and lands in PostgreSQL, Redis and
+//!   PostgreSQL agree without repair, and the sale sells out exactly. (When they were two steps,
+//!   this crash undersold the units taken until reconciliation gave them back.)
 //!
 //! After the load of a gate row ([`after_load`]): wait for the queue to drain, compare Redis
 //! with PostgreSQL (units neither in an order nor sellable: undersold), reconcile through `a`
@@ -83,7 +85,6 @@ fn gate_env(specs: &mut [InstanceSpec]) {
 struct Keys {
     meta: String,
     stock: String,
-    in_flight: String,
     stream: String,
 }
 
@@ -93,7 +94,6 @@ impl Keys {
         Self {
             meta: format!("{tag}:meta"),
             stock: format!("{tag}:stock"),
-            in_flight: format!("{tag}:inflight"),
             stream: format!("{tag}:stream"),
         }
     }
@@ -110,8 +110,6 @@ pub struct GateView {
     pub redis_left: i64,
     /// Entries in the stream (written to PostgreSQL not yet).
     pub queued: i64,
-    /// Orders decided but not in the stream (dead ones after a crash between the two steps).
-    pub in_flight: i64,
     /// `max(0, total - pg_sold - redis_left)`: units neither in an order nor for sale.
     pub undersold: i64,
     /// `max(0, redis_left - (total - pg_sold))`: units Redis would sell beyond the stock.
@@ -123,8 +121,7 @@ pub struct GateView {
 pub struct Reconciled {
     /// HTTP status (0: no answer).
     pub status: u16,
-    /// Its JSON report (`undersold`, `oversold`, `redis_excess`, `lost_in_flight`, `shards`), or
-    /// the error.
+    /// Its JSON report (`undersold`, `oversold`, `redis_excess`, `shards`), or the error.
     pub report: Value,
 }
 
@@ -142,9 +139,8 @@ impl Reconciled {
     fn summary(&self) -> String {
         if self.ok() {
             format!(
-                "undersold {}, lost in flight {}, redis excess {}, oversold {}",
+                "undersold {}, redis excess {}, oversold {}",
                 self.get("undersold"),
-                self.get("lost_in_flight"),
                 self.get("redis_excess"),
                 self.get("oversold")
             )
@@ -181,11 +177,10 @@ async fn view(env: &Environment, sku: &str) -> Result<GateView> {
     let mut redis = redis::Client::open(env.redis.url())?
         .get_multiplexed_async_connection()
         .await?;
-    let (left, queued, in_flight): (Option<i64>, i64, i64) = redis::pipe()
+    let (left, queued): (Option<i64>, i64) = redis::pipe()
         .hget(&keys.meta, "left")
         .cmd("XLEN")
         .arg(&keys.stream)
-        .hlen(&keys.in_flight)
         .query_async(&mut redis)
         .await?;
     let left = match left {
@@ -214,7 +209,6 @@ async fn view(env: &Environment, sku: &str) -> Result<GateView> {
         pg_sold,
         redis_left: left,
         queued,
-        in_flight,
         undersold: (truth - left).max(0),
         redis_excess: (left - truth).max(0),
     })
@@ -330,7 +324,6 @@ pub(crate) fn damage(f: &Findings, gate: Option<&GateOutcome>) -> Value {
         row["repaired"] = json!({
             "status": g.repair.status,
             "undersold": g.repair.get("undersold"),
-            "lost_in_flight": g.repair.get("lost_in_flight"),
             "redis_excess": g.repair.get("redis_excess"),
             "oversold": g.repair.get("oversold"),
         });
@@ -453,7 +446,7 @@ impl FaultPlan for GatePlan {
                 "redis-gate-durable (acknowledged after the database write) under the same Redis loss: no acknowledged order may be lost; oversell, replays and phantoms are reported."
             }
             (Fault::Failpoint, _) => {
-                "redis-gate: b restarted with SECKILL_FAILPOINT=gate-after-decrement aborts on its first order between the decrement and the stream write, then runs again without it. Expected damage: undersold units (stock taken, no order), which the suite must see in Redis against PostgreSQL and reconciliation must report (lost_in_flight, undersold) and give back, so that the sale sells out with nothing stranded."
+                "redis-gate: b restarted with SECKILL_FAILPOINT=gate-after-decrement aborts on its first order right after the script that decided and enqueued it, before answering, then runs again without it. Deciding and enqueueing are one script, so nothing may be lost: the dead consumer's entry lands in PostgreSQL through a's writer, Redis agrees with PostgreSQL without repair, and the sale sells out with nothing stranded."
             }
         }
     }
@@ -582,31 +575,28 @@ impl FaultPlan for GatePlan {
                     format!("b aborted at the failpoint {} time(s)", self.hits),
                 ));
                 checks.push(Check::new(
-                    "undersell_detected",
-                    g.before_repair.undersold > 0,
+                    "nothing_undersold",
+                    g.before_repair.undersold == 0 && g.before_repair.redis_excess == 0,
                     format!(
-                        "before the repair: {} units neither in an order nor for sale ({} sold in PostgreSQL, Redis offers {} of {}; {} orders in flight)",
+                        "before any repair: {} units neither in an order nor for sale, {} beyond the stock ({} sold in PostgreSQL, Redis offers {} of {})",
                         g.before_repair.undersold,
+                        g.before_repair.redis_excess,
                         g.before_repair.pg_sold,
                         g.before_repair.redis_left,
-                        g.before_repair.total,
-                        g.before_repair.in_flight
+                        g.before_repair.total
                     ),
                 ));
                 checks.push(Check::new(
-                    "reconciliation_reports_it",
+                    "reconciliation_finds_nothing",
                     g.repair.ok()
-                        && g.repair.get("lost_in_flight") > 0
-                        && g.repair.get("undersold") == g.before_repair.undersold,
-                    format!(
-                        "reconciliation: {} (the suite saw {} undersold)",
-                        g.repair.summary(),
-                        g.before_repair.undersold
-                    ),
+                        && g.repair.get("undersold") == 0
+                        && g.repair.get("redis_excess") == 0
+                        && g.repair.get("oversold") == 0,
+                    format!("reconciliation: {}", g.repair.summary()),
                 ));
             }
         }
-        // Judged after the failpoint (reconciliation is its remedy). After a Redis loss the remedy
+        // Judged after the failpoint (the sale must then sell out exactly). After a Redis loss the remedy
         // is not the gate's to give, and a check that always passed there said nothing: the repair
         // and what is left stranded are in the `gate` figure and the damage row.
         if self.fault == Fault::Failpoint {

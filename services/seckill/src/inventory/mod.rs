@@ -83,8 +83,8 @@ const SOLD_OUT_RECHECK: Duration = Duration::from_millis(250);
 pub struct RequestBounds {
     /// How long one order may take deciding: waiting for admission, locks and stock included.
     pub deadline: Duration,
-    /// How much longer its answer may take: a commit started just before the deadline ends within
-    /// this (the owners' write bound). Past deadline and grace a request is answered `503
+    /// How much longer its answer may take: an order decided just before the deadline is
+    /// committed (or refused) within this. Past deadline and grace a request is answered `503
     /// unavailable` whatever it waits for, so a dependency that stops answering (a blackholed
     /// connection) holds no request, and no admission permit, for longer.
     pub answer_grace: Duration,
