@@ -82,10 +82,8 @@ impl Application {
         let shard_locks = ShardLocks::new(locks.clone());
         // An order decided just before its deadline may wait for the batch in flight, its own
         // batch, and a lease renewal if its shard's lease ran short: that is its grace.
-        let bounds = RequestBounds {
-            deadline: settings.request_deadline,
-            answer_grace: settings.lock_lease + 2 * settings.owner_write_bound(),
-        };
+        let bounds =
+            RequestBounds { deadline: settings.request_deadline, answer_grace: settings.lock_lease + 2 * settings.owner_write_bound() };
         let placement = PlacementSettings {
             instance: if settings.instance.is_empty() { format!("{:016x}", rand::random::<u64>()) } else { settings.instance.clone() },
             write_bound: settings.owner_write_bound(),
@@ -111,15 +109,7 @@ impl Application {
             failpoint: settings.failpoint,
         };
         let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);
-        let inventory = web::Data::new(Inventory::new(
-            db,
-            hints,
-            shard_locks,
-            owned.clone(),
-            gate.clone(),
-            bounds,
-            settings.max_in_flight,
-        ));
+        let inventory = web::Data::new(Inventory::new(db, hints, shard_locks, owned.clone(), gate.clone(), bounds, settings.max_in_flight));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
         let traffic = web::Data::new(Traffic::default());
         let audits = web::Data::new(AuditGate::default());

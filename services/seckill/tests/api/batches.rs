@@ -258,6 +258,19 @@ async fn the_batch_function_decides_each_order_as_the_loop_did() {
     assert_eq!(remaining, [99, 98], "the last batch that wrote: gus's 1 + hal's 1 from shard 1, gus's 1 from shard 0");
 }
 
+/// Whether both backends `pids` come to wait on a lock (polled, bounded).
+async fn both_wait_on_a_lock(admin: &tokio_postgres::Client, pids: &[i32]) -> bool {
+    eventually(async || {
+        let waiting: i64 = admin
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY ($1) AND wait_event_type = 'Lock'", &[&pids])
+            .await
+            .unwrap()
+            .get(0);
+        waiting == 2
+    })
+    .await
+}
+
 /// What two batches contend for.
 #[derive(Clone, Copy)]
 enum Contended {
@@ -319,15 +332,7 @@ async fn opposite_batches(sorted: bool, contended: Contended) -> [Result<Vec<Str
                 .map_err(|e| e.code().map_or_else(|| e.to_string(), |c| c.code().to_string()))
         }));
     }
-    let both_wait = eventually(async || {
-        let waiting: i64 = admin
-            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY ($1) AND wait_event_type = 'Lock'", &[&pids])
-            .await
-            .unwrap()
-            .get(0);
-        waiting == 2
-    })
-    .await;
+    let both_wait = both_wait_on_a_lock(&admin, &pids).await;
     assert!(both_wait, "both batches wait on a lock");
     hold.rollback().await.unwrap();
 
@@ -444,15 +449,7 @@ async fn two_deposed_batches_at_once_are_both_refused_and_counted() {
                 .map_err(|e| e.code().map_or_else(|| e.to_string(), |c| c.code().to_string()))
         }));
     }
-    let both_wait = eventually(async || {
-        let waiting: i64 = admin
-            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY ($1) AND wait_event_type = 'Lock'", &[&pids])
-            .await
-            .unwrap()
-            .get(0);
-        waiting == 2
-    })
-    .await;
+    let both_wait = both_wait_on_a_lock(&admin, &pids).await;
     assert!(both_wait, "both batches wait for the shard row");
 
     hold.rollback().await.unwrap();

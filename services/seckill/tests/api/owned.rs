@@ -227,6 +227,13 @@ async fn an_owner_that_lost_its_lease_stops_selling_from_memory() {
     assert_exact_so_far(&app.audit(&sku).await, 2);
 }
 
+/// Orders one unit as `user` on a task of its own; its response.
+fn order_in_background(app: &TestApp, sku: &str, user: &str) -> tokio::task::JoinHandle<reqwest::Response> {
+    let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
+    let body = json!({"user_id": user, "quantity": 1});
+    tokio::spawn(async move { http.post(url).json(&body).send().await.unwrap() })
+}
+
 /// The stock PostgreSQL holds for shard 0 of `sku`.
 async fn remaining_of_shard_0(sku: &str) -> i32 {
     db().await.query_one("SELECT remaining FROM shards WHERE sku = $1 AND shard = 0", &[&sku]).await.unwrap().get(0)
@@ -243,10 +250,7 @@ async fn a_late_batch_answer_leaves_a_newer_claim_of_its_shard_alone() {
     let app = spawn_app_with(settings).await;
     let sku = app.create_sale(sale(10, 1, "owned-shards")).await;
     // The first order's batch commits under the first claim; its answer is held.
-    let first = tokio::spawn({
-        let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
-        async move { http.post(url).json(&json!({"user_id": "first", "quantity": 1})).send().await.unwrap() }
-    });
+    let first = order_in_background(&app, &sku, "first");
     let sku_ = sku.clone();
     assert!(eventually(async || remaining_of_shard_0(&sku_).await == 9).await, "the first batch committed");
     let first_fence = owned_fences(&app, &sku).await;
@@ -255,10 +259,7 @@ async fn a_late_batch_answer_leaves_a_newer_claim_of_its_shard_alone() {
     let mut redis = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("DEL").arg(format!("{{lockkit:seckill:{sku}:0}}")).query_async(&mut redis).await.unwrap();
     assert!(eventually(async || owned_fences(&app, &sku).await.is_empty()).await, "the loss was noticed");
-    let second = tokio::spawn({
-        let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
-        async move { http.post(url).json(&json!({"user_id": "second", "quantity": 1})).send().await.unwrap() }
-    });
+    let second = order_in_background(&app, &sku, "second");
     assert!(eventually(async || owned_fences(&app, &sku).await.first().is_some_and(|f| *f > first_fence[0])).await, "claimed again");
 
     seckill::failpoint::release_batch_answers();
