@@ -45,7 +45,7 @@ impl Db {
     /// critical pool are bounded by `critical_bound` on the server (`statement_timeout`) and on
     /// the wire (TCP user timeout, keepalives), so a lock holder never waits past its lease.
     ///
-    /// The general pool is bounded too, more loosely ([`GENERAL_BOUND`]): a statement, a write
+    /// The general pool is bounded too, more loosely (10 s): a statement, a write
     /// left unacknowledged on the wire, and a silent peer all end within it, so no request (and no
     /// admission permit) hangs on a connection that stopped answering. Requests bound their whole
     /// answer as well (`RequestBounds`), for what no socket option sees.
