@@ -1,19 +1,21 @@
 //! Checks one variant within a bound given on the command line, and prints the report:
-//! `cargo run -p owned-model --example check -- fixed 2 3 4 1 1` (variant, stock of the one
-//! shard, buyers, highest fence, data losses, resets). Larger bounds than `make test` checks
-//! take minutes to hours.
+//! `cargo run -p owned-model --example check -- fixed 1,1 2 3 0 0` (variant, stock per shard,
+//! buyers, highest fence, data losses, resets). Larger bounds than `make test` checks take
+//! minutes to hours.
 
-use owned_model::{Bounds, Variant, check};
+use owned_model::{Bounds, Search, Variant, check};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let variant = match args.first().map(String::as_str) {
         Some("shard-keyed") => Variant::ShardKeyed,
         Some("unfenced") => Variant::Unfenced,
+        Some("requeue-unchecked") => Variant::RequeueUnchecked,
         _ => Variant::Fixed,
     };
     let number = |i: usize, default: u8| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
-    let stock: &'static [i8] = Box::leak(vec![number(1, 2) as i8].into_boxed_slice());
+    let stock: Vec<i8> = args.get(1).map_or_else(|| vec![2], |a| a.split(',').filter_map(|s| s.parse().ok()).collect());
+    let stock: &'static [i8] = Box::leak(stock.into_boxed_slice());
     let defaults = Bounds::default();
     let bounds = Bounds {
         stock,
@@ -23,5 +25,5 @@ fn main() {
         resets: number(5, defaults.resets),
         ..defaults
     };
-    println!("{}", check(variant, bounds, None));
+    println!("{}", check(variant, bounds, Search::Everything));
 }

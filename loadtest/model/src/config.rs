@@ -16,6 +16,11 @@ pub enum Variant {
     /// `owned-unfenced`: the batch write lacks its fence predicate (`p_fenced = false`), nothing
     /// else changes. The control that must oversell.
     Unfenced,
+    /// `Fixed`, except that a deposed batch puts its orders on the shards that were not deposed
+    /// back into the pending orders whether or not the ownership they were reserved on is still
+    /// there (as `batcher::commit`'s `Deposed` arm does today). With two shards, such an order
+    /// lands in a newer ownership that never reserved it. The control of that check.
+    RequeueUnchecked,
 }
 
 impl Variant {
@@ -27,6 +32,12 @@ impl Variant {
     /// Whether the batch commit checks and writes under `WHERE fence = t`.
     pub fn fenced_write(self) -> bool {
         !matches!(self, Self::Unfenced)
+    }
+
+    /// Whether a deposed batch's orders on other shards keep their reservation only while the
+    /// ownership they were made on (its fence) is still there.
+    pub fn requeue_checks_ownership(self) -> bool {
+        matches!(self, Self::Fixed | Self::Unfenced)
     }
 }
 
@@ -69,6 +80,10 @@ impl Bounds {
     /// Two instances, one shard of two units, two buyers, three grants and one loss of the lock
     /// service's data (so fences repeat, claims are refused and the counter is re-seeded).
     pub const WITH_DATA_LOSS: Self = Self { instances: 2, stock: &[2], buyers: 2, max_fence: 3, data_losses: 1, resets: 0 };
+
+    /// Two instances, two shards of one unit each, two buyers and four grants: batches that
+    /// write two shards, of which one may be deposed.
+    pub const TWO_SHARDS: Self = Self { instances: 2, stock: &[1, 1], buyers: 2, max_fence: 4, data_losses: 0, resets: 0 };
 }
 
 impl Default for Bounds {

@@ -104,9 +104,11 @@ impl OwnedShardsModel {
         for order in &batch.orders {
             let fence = batch.fence_of(order.shard).expect("the batch's shard");
             // An order keeps its reservation only where it was made: on a shard not deposed whose
-            // ownership (of that fence, unless shard-keyed) is still here.
-            let keep =
-                !deposed.contains(&order.shard) && self.target(&state.instances[usize::from(batch.instance)].owner, order.shard, fence);
+            // ownership (of that fence, unless shard-keyed) is still here. Shard-keyed, that is
+            // any ownership of the shard, as in today's code.
+            let still_there = !self.variant.requeue_checks_ownership()
+                || self.target(&state.instances[usize::from(batch.instance)].owner, order.shard, fence);
+            let keep = !deposed.contains(&order.shard) && still_there;
             if keep {
                 state.instances[usize::from(batch.instance)].owner.pending.push(*order);
             } else {
@@ -383,6 +385,7 @@ impl Model for OwnedShardsModel {
                     pending.into_iter().partition(|o| owner.shards[usize::from(o.shard)].is_some());
                 if !orders.is_empty() {
                     let mut touched: Vec<ShardIx> = orders.iter().map(|o| o.shard).collect();
+                    touched.sort_unstable();
                     touched.dedup();
                     let shards = touched
                         .into_iter()

@@ -111,12 +111,12 @@ fn memory_agrees(_: &OwnedShardsModel, state: &State) -> bool {
 /// lock say "nothing" while the store has stock), or be sold out, which `SoldOut` would answer.
 fn nothing_stranded(model: &OwnedShardsModel, state: &State) -> bool {
     use stateright::Model;
-    let mut actions = Vec::new();
-    model.actions(state, &mut actions);
-    if actions.iter().any(|a| model.is_progress(state, a)) {
+    if state.buyers.iter().all(|b| !matches!(b, Buyer::Waiting | Buyer::Decided)) {
         return true;
     }
-    state.buyers.iter().all(|b| !matches!(b, Buyer::Waiting | Buyer::Decided))
+    let mut actions = Vec::new();
+    model.actions(state, &mut actions);
+    actions.iter().any(|a| model.is_progress(state, a))
 }
 
 fn stale_answer_after_reclaim(_: &OwnedShardsModel, state: &State) -> bool {

@@ -1,5 +1,5 @@
 //! Running a check and telling what it found: the state count and time, and for each violated
-//! property its shortest counterexample as a numbered list of steps with the state they change.
+//! property a counterexample as a numbered list of steps with the state they change.
 
 use std::{
     collections::BTreeMap,
@@ -7,13 +7,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use stateright::{Checker, Expectation, Model, Path};
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Path};
 
 use crate::{
     action::Action,
     config::{Bounds, Variant},
     model::OwnedShardsModel,
     state::State,
+    symmetry,
 };
 
 /// What one exhaustive check found.
@@ -34,7 +35,7 @@ pub struct CheckReport {
     /// Whether every state within the bound was visited (false when the check stopped at the
     /// first counterexample it was asked for).
     pub exhaustive: bool,
-    /// Safety properties violated, each with its counterexample (the shortest, breadth first).
+    /// Safety properties violated, each with its counterexample.
     pub violations: BTreeMap<&'static str, String>,
     /// Properties that must be reachable and were reached, each with an example.
     pub examples: BTreeMap<&'static str, String>,
@@ -47,18 +48,34 @@ impl CheckReport {
     }
 }
 
-/// Checks `variant` within `bounds`, every state breadth first (so each counterexample is a
-/// shortest one). With `stop_at`, the check ends as soon as that property is violated.
-pub fn check(variant: Variant, bounds: Bounds, stop_at: Option<&'static str>) -> CheckReport {
+/// How far a check goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// Every state within the bound, depth first, each state checked once up to a renaming of
+    /// the instances (see [`crate::symmetry`]).
+    Everything,
+    /// Breadth first until this property is violated: the counterexample is a shortest one.
+    Shortest(&'static str),
+    /// Depth first until this property is violated: found sooner when it lies deep, but the
+    /// counterexample may wander.
+    First(&'static str),
+}
+
+/// Checks `variant` within `bounds`, as far as `search` says. Counterexamples name the
+/// instances as they acted (no renaming) unless the search is [`Search::Everything`].
+pub fn check(variant: Variant, bounds: Bounds, search: Search) -> CheckReport {
     let model = OwnedShardsModel::new(variant, bounds);
     let started = Instant::now();
-    let mut builder = model.clone().checker().threads(threads());
-    if let Some(property) = stop_at {
-        builder = builder.finish_when(stateright::HasDiscoveries::AnyOf([property].into()));
-    }
-    let checker = builder.spawn_bfs().join();
+    let builder = model.clone().checker();
+    let stop = |property: &'static str| HasDiscoveries::AnyOf([property].into());
+    let (discoveries, unique_states, states, max_depth) = match search {
+        Search::Everything => counts(builder.threads(threads()).symmetry_fn(symmetry::representative).spawn_dfs().join()),
+        // One thread: with several, each explores its own queue and the first counterexample
+        // found need not be a shortest one.
+        Search::Shortest(property) => counts(builder.finish_when(stop(property)).spawn_bfs().join()),
+        Search::First(property) => counts(builder.threads(threads()).finish_when(stop(property)).spawn_dfs().join()),
+    };
     let elapsed = started.elapsed();
-    let discoveries = checker.discoveries();
     let (mut violations, mut examples) = (BTreeMap::new(), BTreeMap::new());
     for property in model.properties() {
         let Some(path) = discoveries.get(property.name) else { continue };
@@ -71,14 +88,21 @@ pub fn check(variant: Variant, bounds: Bounds, stop_at: Option<&'static str>) ->
     CheckReport {
         variant,
         bounds,
-        unique_states: checker.unique_state_count(),
-        states: checker.state_count(),
-        max_depth: checker.max_depth(),
+        unique_states,
+        states,
+        max_depth,
         elapsed,
-        exhaustive: stop_at.is_none(),
+        exhaustive: search == Search::Everything,
         violations,
         examples,
     }
+}
+
+type Found = (std::collections::HashMap<&'static str, Path<State, Action>>, usize, usize, usize);
+
+/// What a finished checker found, and how many states it took.
+fn counts(checker: impl Checker<OwnedShardsModel>) -> Found {
+    (checker.discoveries(), checker.unique_state_count(), checker.state_count(), checker.max_depth())
 }
 
 /// Two threads: the check is CPU-bound, and `make test` shares the machine with other builds.
@@ -130,7 +154,11 @@ impl fmt::Display for CheckReport {
             self.states,
             self.max_depth,
             self.elapsed,
-            if self.exhaustive { ", every state within the bound" } else { ", stopped at the first counterexample asked for" }
+            if self.exhaustive {
+                ", every state within the bound (up to renaming the instances)"
+            } else {
+                ", stopped at the first counterexample asked for"
+            }
         )?;
         if self.violations.is_empty() {
             writeln!(f, "no property violated")?;

@@ -17,7 +17,7 @@ pub type Fence = u8;
 pub type Generation = u8;
 
 /// Everything the checker explores.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct State {
     /// PostgreSQL: the `sales`, `shards` and `orders` rows.
     pub store: Store,
@@ -38,7 +38,7 @@ pub struct State {
 }
 
 /// The store.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Store {
     /// `sales.generation`.
     pub generation: Generation,
@@ -49,7 +49,7 @@ pub struct Store {
 }
 
 /// One `shards` row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StoreShard {
     /// The highest fence a claim set (kept across resets).
     pub fence: Fence,
@@ -60,7 +60,7 @@ pub struct StoreShard {
 /// The hints: which shards have stock, for the generation they were built for. A read of
 /// another generation's hints rebuilds them from the store; a write (`Hints::set`) does not
 /// look at the generation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Hints {
     /// The generation they were built for.
     pub generation: Generation,
@@ -69,7 +69,7 @@ pub struct Hints {
 }
 
 /// The lock service.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Locks {
     /// The fence counter (one for all shards is enough: fences only need to grow).
     pub counter: Fence,
@@ -87,7 +87,7 @@ pub struct Holder {
 }
 
 /// One seckill instance.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Instance {
     /// Its `SaleOwner` of the sale's current generation as it knows it.
     pub owner: Owner,
@@ -98,7 +98,7 @@ pub struct Instance {
 }
 
 /// A `SaleOwner`: its shards in memory, decided orders, and the batch in flight.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Owner {
     /// The generation it sells.
     pub generation: Generation,
@@ -111,7 +111,7 @@ pub struct Owner {
 }
 
 /// One owned shard in memory (`OwnedShard`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ownership {
     /// The fence it was claimed with.
     pub fence: Fence,
@@ -227,7 +227,7 @@ pub struct Sent<T> {
 }
 
 /// Messages in flight, each delivered in any order, at any later time.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Network {
     /// Claims sent, not yet run by the store.
     pub claims: Vec<Sent<Claim>>,
@@ -255,7 +255,7 @@ impl Network {
 }
 
 /// Where a buyer's order stands, as its client sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Buyer {
     /// Wants a unit and has no decision (a new request, or `Decided::Retry`).
     Waiting,
