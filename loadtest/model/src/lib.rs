@@ -102,6 +102,10 @@
 //! - **Buyers retry at once.** A buyer sent back (`Decided::Retry`) may be decided again at any
 //!   later step; request deadlines (`Busy`) and back-offs are not modelled, so a buyer never
 //!   gives up while there is stock.
+//! - **The batcher's next batch can wait.** `SendBatch` is a step of its own, so the checker may
+//!   put any number of steps between an answer and the next batch. In the code `take_batch`
+//!   follows `commit` at once but for the linger, which is the window in which the
+//!   `RequeueUnchecked` counterexample (a claim completing between the two) can happen.
 //! - **Left out of the batcher:** the linger, the lease margin (`outlasts`: batches held while
 //!   the lease is short; the fence does not depend on it), `requeue` of batches that wrote
 //!   nothing, and `take_batch`'s own `is_lost` check (the same as `NoticeLoss` before the batch).

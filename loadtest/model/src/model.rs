@@ -68,6 +68,7 @@ impl OwnedShardsModel {
     fn forget(&self, state: &mut State, instance: InstanceId, shard: ShardIx, fence: Fence) {
         forget(state, instance, shard, fence, self.variant.keyed_by_fence());
     }
+
     /// `SaleOwner::give_back`: returns a unit reserved under `fence` to memory.
     fn give_back(&self, state: &mut State, instance: InstanceId, shard: ShardIx, fence: Fence) {
         let owner = &mut state.instances[usize::from(instance)].owner;
@@ -104,8 +105,8 @@ impl OwnedShardsModel {
         for order in &batch.orders {
             let fence = batch.fence_of(order.shard).expect("the batch's shard");
             // An order keeps its reservation only where it was made: on a shard not deposed whose
-            // ownership (of that fence, unless shard-keyed) is still here. Shard-keyed, that is
-            // any ownership of the shard, as in today's code.
+            // ownership of the batch's fence is still here. Today's code (`ShardKeyed`,
+            // `RequeueUnchecked`) keeps it whatever is there now.
             let still_there = !self.variant.requeue_checks_ownership()
                 || self.target(&state.instances[usize::from(batch.instance)].owner, order.shard, fence);
             let keep = !deposed.contains(&order.shard) && still_there;
