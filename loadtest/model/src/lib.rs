@@ -4,7 +4,7 @@
 //! within a bound. This crate models the protocol **as the code implements it** (owners with
 //! memory, the shard locks, the store, messages that are delayed, reordered and answered after
 //! their sender moved on), checks the properties the service promises, and, as controls, finds
-//! the counterexamples of the two variants that each lack one protection.
+//! the counterexamples of the variants that each lack one protection.
 //!
 //! # Layout
 //!
@@ -25,16 +25,17 @@
 //!   `give_back` act only on the ownership with their fence. Passes within the bound.
 //! - [`Variant::ShardKeyed`]: today's bookkeeping (issue 21, item 1). The checker finds the
 //!   interleaving in which `adopt()` of a re-claim runs before `committed()` of the old batch,
-//!   which subtracts the batch's units a second time: memory falls below the store.
+//!   which subtracts the batch's units a second time: memory falls below the store, and the
+//!   shard is handed back as empty (hint 0) with stock left in the store: stranded.
 //! - [`Variant::Unfenced`]: `owned-unfenced`, the batch write without `WHERE fence = t`. The
 //!   checker finds a delayed batch of a deposed owner landing after the new owner's: oversold.
 //! - [`Variant::RequeueUnchecked`]: `Fixed`, except that a deposed batch puts its orders on the
 //!   shards that were not deposed back into the pending orders without asking whether the
 //!   ownership they were reserved on is still there, as `batcher::commit`'s `Deposed` arm does
 //!   today. With batches over two shards the checker finds such an order in a newer ownership
-//!   of its shard that never reserved it (memory then counts a unit twice as available, its
-//!   reserved count goes negative and the shard is never handed back): the fix of item 1 has to
-//!   key that path by fence too.
+//!   of its shard that never reserved it: memory offers a unit the store does not have, and the
+//!   next batch writes the shard's stock below zero. The fix of item 1 has to key that path by
+//!   fence too.
 //!
 //! # Properties
 //!
@@ -52,7 +53,8 @@
 //!
 //! [`Bounds`] keeps the state space finite: fences stop at a maximum (states past it are not
 //! explored), and data losses and resets are counted. `make test` checks three bounds (a reset,
-//! a loss of the lock data, batches over two shards) in a few seconds each. Two reductions keep
+//! a loss of the lock data, batches over two shards), each in under half a minute on a busy
+//! two-core machine. Two reductions keep
 //! them small, each sound because the things reduced are interchangeable:
 //! - only the first waiting buyer acts (a waiting buyer has no order anywhere: not in memory,
 //!   not on the wire, not committed);
