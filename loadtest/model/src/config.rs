@@ -9,7 +9,7 @@ pub enum Variant {
     /// batch paths and `give_back` act only on the ownership with their fence; the batch write is
     /// guarded by `WHERE fence = t`.
     Fixed,
-    /// Today's bookkeeping (issue 21, item 1): a batch result, a deposed or failed batch and
+    /// The bookkeeping before the fix of issue 21, item 1: a batch result, a deposed or failed batch and
     /// `give_back` act on whatever ownership of the shard exists now, whatever its fence. The
     /// control that must show item 1's counterexample.
     ShardKeyed,
@@ -18,7 +18,7 @@ pub enum Variant {
     Unfenced,
     /// `Fixed`, except that a deposed batch puts its orders on the shards that were not deposed
     /// back into the pending orders whether or not the ownership they were reserved on is still
-    /// there (as `batcher::commit`'s `Deposed` arm does today). With two shards, such an order
+    /// there (as `batcher::commit`'s `Deposed` arm did before that fix). With two shards, such an order
     /// lands in a newer ownership that never reserved it. The control of that check.
     RequeueUnchecked,
 }

@@ -22,8 +22,9 @@
 //!
 //! - [`Variant::Fixed`]: every batch result carries the fence it was sent under and lands only
 //!   on the ownership with that fence; the loss watcher, the deposed and failed batch paths and
-//!   `give_back` act only on the ownership with their fence. Passes within the bound.
-//! - [`Variant::ShardKeyed`]: today's bookkeeping (issue 21, item 1). The checker finds the
+//!   `give_back` act only on the ownership with their fence. This is the code since the fix of
+//!   issue 21, item 1 (memory keyed by `ShardClaim`). Passes within the bound.
+//! - [`Variant::ShardKeyed`]: the bookkeeping before that fix (issue 21, item 1). The checker finds the
 //!   interleaving in which `adopt()` of a re-claim runs before `committed()` of the old batch,
 //!   which subtracts the batch's units a second time: memory falls below the store, and the
 //!   shard is handed back as empty (hint 0) with stock left in the store: stranded.
@@ -31,11 +32,12 @@
 //!   checker finds a delayed batch of a deposed owner landing after the new owner's: oversold.
 //! - [`Variant::RequeueUnchecked`]: `Fixed`, except that a deposed batch puts its orders on the
 //!   shards that were not deposed back into the pending orders without asking whether the
-//!   ownership they were reserved on is still there, as `batcher::commit`'s `Deposed` arm does
-//!   today. With batches over two shards the checker finds such an order in a newer ownership
-//!   of its shard that never reserved it: memory offers a unit the store does not have, and the
-//!   next batch writes the shard's stock below zero. The fix of item 1 has to key that path by
-//!   fence too.
+//!   ownership they were reserved on is still there, as `batcher::commit`'s `Deposed` arm did
+//!   before the fix. With batches over two shards the checker finds such an order in a newer
+//!   ownership of its shard that never reserved it: memory offers a unit the store does not
+//!   have, and the next batch writes the shard's stock below zero. The code keys that path by
+//!   claim too: a requeued order keeps the claims it was reserved on, and `take_batch` sends it
+//!   back to be decided again when one of them is no longer owned.
 //!
 //! # Properties
 //!
@@ -76,7 +78,7 @@
 //! | `ClaimAnswered` | `take_shard` after `Db::claim_shard` (`src/store/owners.rs`): `SaleOwner::adopt` when stock > 0; empty: `Surrendered { empty: true }`; refused: `ShardLocks::reseed_from_store` then release |
 //! | `ClaimTimeout` | `owners.rs` `bounded` (`OwnerWriteError::Unanswered`) and `take_shard`'s `Err` arm: the guard is surrendered; the claim may still land |
 //! | `SendBatch` | `src/inventory/owned/batcher.rs` `spawn`'s loop, `take_batch` (orders on shards no longer owned go back) and `commit` up to `Db::commit_batch` (`SaleOwner::batch_shards`: fence and committed stock per shard) |
-//! | `StoreBatch` | `migrations/0008_set_based_batch.sql` `seckill_commit_batch` (0010 only changes its plan cache): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
+//! | `StoreBatch` | `migrations/0012_refusals_without_the_sale_row.sql` `seckill_commit_batch` (as 0008 wrote it, but a refusal is counted in `fence_refusals` only): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
 //! | `BatchAnswered` | `batcher::commit`'s match: `committed` (then `finished_shards`), the `Deposed` arm (`forget`, `give_back`, orders on other shards back to pending), the `StaleSale` arm (`SaleOwner::close`) |
 //! | `BatchTimeout` | `commit`'s last `Err` arm: unknown fate, `forget(touched)`, every order answered `Failed` |
 //! | `Expire` | a lease that lockkit's watchdog did not renew (`lockkit/src/watchdog.rs`), or a process paused past it |
@@ -99,7 +101,7 @@
 //!   after the other, which the row locks (`FOR UPDATE` on `shards`) give for one shard's row.
 //! - **Orders are one unit without an idempotency key and without a per-user limit.** Multi-shard
 //!   orders (`reserve` gathering over several shards), `UserLimit` and `Duplicate` outcomes
-//!   (which `committed()` gives back to memory, shard-keyed today too), and idempotent replays
+//!   (which `committed()` gives back to memory, keyed by claim like the rest), and idempotent replays
 //!   are not modelled.
 //! - **Buyers retry at once.** A buyer sent back (`Decided::Retry`) may be decided again at any
 //!   later step; request deadlines (`Busy`) and back-offs are not modelled, so a buyer never
@@ -117,9 +119,10 @@
 //! - **Hints and releases are synchronous.** `release_surrendered` writes hints and releases
 //!   locks in a background task; here both happen in the step that surrenders, so a hint write
 //!   landing late (issue 21, item 4) is only covered where the step order produces it.
-//! - **The loss watcher** forgets its own ownership in every variant. In the code it forgets by
-//!   shard number, and a watcher already past its `select!` when its ownership was dropped can
-//!   forget a newer ownership of the same shard: the fix keys it by fence, as modelled.
+//! - **The loss watcher** forgets its own ownership in every variant. Before the fix the code
+//!   forgot by shard number, so a watcher already past its `select!` when its ownership was
+//!   dropped could forget a newer ownership of the same shard; it forgets its `ShardClaim` now,
+//!   as modelled, and that race is not a step of its own.
 //! - **Reseeding** reads the store's fence and raises the counter in one step; in the code they
 //!   are two round trips (a grant between them is refused by the store, which is safe).
 //! - **One fence counter** for all shards: fences only need to grow per shard.
