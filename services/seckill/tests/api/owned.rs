@@ -186,6 +186,9 @@ async fn a_gracefully_stopped_owner_hands_its_shards_over() {
 async fn a_deposed_owners_batch_is_refused_by_the_fence() {
     let mut slow_watchdog = owner_settings();
     slow_watchdog.lock_lease = Duration::from_secs(30);
+    // It keeps the idle shard in memory while the usurper sells (under load that takes longer
+    // than the usual 200 ms, and an idle hand-back would leave it no stale batch to send).
+    slow_watchdog.idle_release = Duration::from_secs(30);
     let stale = spawn_app_with(slow_watchdog).await;
     let usurper = spawn_app_with(owner_settings()).await;
     let sku = stale.create_sale(sale(20, 1, "owned-shards")).await;
