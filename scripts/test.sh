@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the whole test suite against project-owned Redis, PostgreSQL, ZooKeeper and etcd.
 #
-# Starts the services (scripts/services.sh up), runs every test of the workspace, the bench
-# runner's pytest tests (loadtest/bench/tests), the bench smoke run and the bounded chaos suite,
+# Starts the services (scripts/services.sh up), checks that lockkit packages and builds on its own
+# (cargo package), runs every test of the workspace, the bench runner's pytest tests
+# (loadtest/bench/tests), the bench smoke run and the bounded chaos suite,
 # then stops the services again on exit, whatever happened, unless KEEP_SERVICES=1. QUICK=1 runs
 # only the cargo and pytest tests.
 # Exits non-zero if any test failed. Extra arguments are passed to the test runner.
@@ -41,6 +42,13 @@ log "cargo fmt --check, cargo clippy, cargo doc"
 cargo fmt --all -- --check || status=1
 cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || status=1
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || status=1
+
+# lockkit as a user gets it: `cargo package` packs only the crate's own files and builds them
+# outside the workspace (every backend), so a source file left outside the package or a manifest
+# field that does not survive packaging fails here. --allow-dirty: `make test` checks the tree as
+# it is, like every other step.
+log "cargo package -p lockkit"
+cargo package -p lockkit --all-features --allow-dirty --quiet || status=1
 
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --all-features --no-fail-fast "$@" || status=$?

@@ -13,8 +13,26 @@ use std::fmt;
 ///
 /// With the `serde` feature it serializes as its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
 pub struct Fence(u64);
+
+// Written out rather than derived so that the docs can mark them as the `serde` feature's.
+/// As its number.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl serde::Serialize for Fence {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// From its number.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl<'de> serde::Deserialize<'de> for Fence {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        u64::deserialize(deserializer).map(Self)
+    }
+}
 
 impl Fence {
     /// Wraps a raw counter value (e.g. one read back from your store).
@@ -43,5 +61,16 @@ impl fmt::Display for Fence {
 impl From<Fence> for u64 {
     fn from(f: Fence) -> u64 {
         f.0
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::Fence;
+
+    #[test]
+    fn serde_writes_and_reads_the_bare_number() {
+        assert_eq!(serde_json::to_string(&Fence::new(42)).unwrap(), "42");
+        assert_eq!(serde_json::from_str::<Fence>("42").unwrap(), Fence::new(42));
     }
 }

@@ -31,6 +31,7 @@
 //! `connections`, `scripts`, `wake`) and `registry` → `lease` → `clock`; `watchdog` → `core`;
 //! nothing depends on `client` but `inspect`.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 

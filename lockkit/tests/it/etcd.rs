@@ -5,8 +5,7 @@
 #![cfg(feature = "etcd")]
 
 use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Stdio},
+    process::Stdio,
     sync::{
         Arc,
         atomic::{AtomicU32, Ordering},
@@ -17,7 +16,7 @@ use std::{
 use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient};
 
 use crate::{
-    etcd_server::{EtcdServer, contender_keys, endpoint, etcd_url, etcdctl, etcdctl_ok},
+    etcd_server::{EtcdServer, contender_keys, endpoint, etcd_url, etcdctl, etcdctl_holding, etcdctl_ok, wait_exit},
     support::{Proxy, eventually, unique},
 };
 
@@ -330,35 +329,6 @@ async fn inspect_shows_the_holder_and_the_queue_by_revision() {
     assert!(wait_exit(&mut waiter, Duration::from_secs(5)).is_some_and(|s| s.success()));
 }
 
-/// The exit status of `child` if it exits within `within` (killed otherwise).
-fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Starts `etcdctl lock NAME -- sh -c 'echo held; sleep SECS'` and returns once it holds.
-fn etcdctl_holding(url: &str, name: &str, secs: u32) -> Child {
-    let mut child = etcdctl(url)
-        .args(["lock", name, "--", "sh", "-c", &format!("echo held; sleep {secs}")])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "held");
-    child
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_lock_excludes_us() {
     let url = etcd_url();
@@ -405,80 +375,6 @@ async fn we_exclude_etcdctl_lock() {
     assert!(blocked, "etcdctl lock waits while we hold");
     assert!(status.0.is_some_and(|s| s.success()), "etcdctl got the lock after our release");
     assert_eq!(status.1.trim(), "got");
-}
-
-#[cfg(feature = "cli")]
-mod lockctl {
-    use std::process::{Command, Output, Stdio};
-
-    use serde_json::Value;
-
-    use super::*;
-
-    fn lockctl(url: &str, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_lockctl"));
-        command.arg("--url").arg(url).args(args);
-        command
-    }
-
-    fn json_lines(output: &Output) -> Vec<Value> {
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("every line is JSON"))
-            .collect()
-    }
-
-    #[test]
-    fn acquire_prints_the_fence_and_exits_3_when_held() {
-        let url = etcd_url();
-        let name = unique("etcd-lockctl");
-        let out = lockctl(&url, &["acquire", &name, "--hold-ms", "50"]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let lines = json_lines(&out);
-        assert_eq!(lines[0]["event"], "acquired");
-        assert!(lines[0]["fence"].as_u64().unwrap() >= 1);
-        assert_eq!(lines[1]["event"], "released");
-        assert_eq!(lines[1]["held"], true);
-
-        let holder = etcdctl_holding(&url, &name, 2);
-        let refused = lockctl(&url, &["acquire", &name, "--wait-ms", "200", "--ttl-ms", "1000"]).output().unwrap();
-
-        assert_eq!(refused.status.code(), Some(3));
-        assert_eq!(json_lines(&refused)[0]["event"], "not_acquired");
-        let holder = holder.wait_with_output().unwrap();
-        assert!(holder.status.success());
-    }
-
-    #[test]
-    fn lockctl_and_etcdctl_exclude_each_other() {
-        let url = etcd_url();
-        let name = unique("etcd-lockctl-interop");
-        let mut holder =
-            lockctl(&url, &["acquire", &name, "--hold-ms", "2000"]).stdout(Stdio::piped()).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(holder.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert!(line.contains("\"acquired\""), "{line}");
-
-        let mut waiter = etcdctl(&url).args(["lock", &name, "true"]).spawn().unwrap();
-        let blocked = wait_exit_or_keep(&mut waiter, Duration::from_millis(1000)).is_none();
-        let waited = wait_exit(&mut waiter, Duration::from_secs(6));
-
-        assert!(blocked, "etcdctl waits while lockctl holds");
-        assert!(waited.is_some_and(|s| s.success()), "etcdctl gets the lock when lockctl releases");
-        assert!(holder.wait().unwrap().success());
-    }
-
-    /// The exit status of `child` if it exits within `within`; left running otherwise.
-    fn wait_exit_or_keep(child: &mut std::process::Child, within: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(status) = child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
 }
 
 /// An etcd that stops answering is named as such in the error (it used to say "redis").

@@ -3,9 +3,8 @@
 //! (Debian's `etcd` on free loopback ports with a temporary data dir, killed by its PID on drop)
 //! for the faults that would disturb other tests: freezing it, killing it, restarting it.
 
-#![cfg(feature = "etcd")]
-
 use std::{
+    io::{BufRead, BufReader},
     net::TcpListener,
     path::PathBuf,
     process::{Child, Command, Output, Stdio},
@@ -39,6 +38,35 @@ pub(crate) fn etcdctl_ok(url: &str, args: &[&str]) -> Output {
     let out = etcdctl(url).args(args).output().expect("etcdctl must be installed (Debian etcd-client)");
     assert!(out.status.success(), "etcdctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     out
+}
+
+/// The exit status of `child` if it exits within `within` (killed otherwise).
+pub(crate) fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts `etcdctl lock NAME -- sh -c 'echo held; sleep SECS'` and returns once it holds.
+pub(crate) fn etcdctl_holding(url: &str, name: &str, secs: u32) -> Child {
+    let mut child = etcdctl(url)
+        .args(["lock", name, "--", "sh", "-c", &format!("echo held; sleep {secs}")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "held");
+    child
 }
 
 /// The keys under `NAME/` (the lock's contenders), oldest first.

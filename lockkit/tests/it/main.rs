@@ -3,6 +3,7 @@
 //! One test binary; each module is one behaviour a user relies on.
 
 mod pgbouncer;
+#[cfg(feature = "postgres")]
 mod postgres_server;
 mod servers;
 mod support;
@@ -10,12 +11,12 @@ mod support;
 mod cancel;
 mod cluster;
 mod etcd;
+#[cfg(feature = "etcd")]
 mod etcd_server;
 mod eviction;
 mod fencing;
 mod interop;
 mod lease;
-mod lockctl;
 mod mutual_exclusion;
 mod operations;
 mod postgres;
@@ -24,4 +25,5 @@ mod redlock;
 mod waiting;
 mod zookeeper;
 mod zookeeper_proxy;
+#[cfg(feature = "zookeeper")]
 mod zookeeper_server;

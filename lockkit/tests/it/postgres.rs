@@ -11,26 +11,16 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU32, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient, LockClientBuilder, LockGuard, Unprotected};
 
 use crate::{
     pgbouncer::PgBouncer,
-    postgres_server::PgServer,
+    postgres_server::{PgServer, database_url},
     support::{eventually, unique},
 };
-
-/// The shared server's URL; CI exports it.
-fn database_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "DATABASE_URL is unset: start PostgreSQL with `scripts/services.sh` (make services) and export \
-             DATABASE_URL=postgres://seckill@127.0.0.1:5440/seckill"
-        )
-    })
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
@@ -493,58 +483,6 @@ async fn postgres_keeps_only_the_plain_lock() {
 
         for err in refused {
             assert_eq!(err.expect("refused").kind(), ErrorKind::Unsupported, "{mode:?}");
-        }
-    }
-}
-
-/// `lockctl` (built with the `cli` feature) on both URLs.
-#[cfg(feature = "cli")]
-mod cli {
-    use std::process::{Command, Output};
-
-    use serde_json::Value;
-
-    use super::*;
-
-    fn lockctl(url: &str, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_lockctl")).args(["--url", url]).args(args).output().unwrap()
-    }
-
-    fn json_lines(output: &Output) -> Vec<Value> {
-        String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("JSON")).collect()
-    }
-
-    #[test]
-    fn postgres_lockctl_prints_the_fence_and_exits_3_when_held() {
-        for mode in MODES {
-            let url = url(mode, &database_url());
-            let name = unique("pg-cli");
-
-            let out = lockctl(&url, &["acquire", &name, "--hold-ms", "50"]);
-            assert!(out.status.success(), "{mode:?}: {}", String::from_utf8_lossy(&out.stderr));
-            let lines = json_lines(&out);
-            assert_eq!(lines[0]["event"], "acquired");
-            assert!(lines[0]["fence"].as_u64().unwrap() >= 1);
-            assert_eq!(lines[1]["event"], "released");
-            assert_eq!(lines[1]["held"], true);
-
-            let holder = Command::new(env!("CARGO_BIN_EXE_lockctl"))
-                .args(["--url", &url, "acquire", &name, "--hold-ms", "3000"])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let held = || json_lines(&lockctl(&url, &["inspect", &name])).first().is_some_and(|l| l["held"] == true);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !held() {
-                assert!(Instant::now() < deadline, "{mode:?}: the holder never showed up");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-
-            let out = lockctl(&url, &["acquire", &name, "--wait-ms", "100"]);
-
-            assert_eq!(out.status.code(), Some(3), "{mode:?}");
-            assert_eq!(json_lines(&out)[0]["event"], "not_acquired");
-            assert!(holder.wait_with_output().unwrap().status.success());
         }
     }
 }

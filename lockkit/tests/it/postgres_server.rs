@@ -1,9 +1,8 @@
 //! A PostgreSQL 15 server that one test owns, to stop and restart it: `initdb` in a temporary
 //! directory, `pg_ctl` on a free loopback port, trust auth for user `seckill` and database
 //! `seckill` (like `scripts/services.sh`). PostgreSQL refuses to run as root, so as root the
-//! commands run as the `postgres` user. Stopped (`-m immediate`) and deleted on drop.
-
-#![cfg(feature = "postgres")]
+//! commands run as the `postgres` user. Stopped (`-m immediate`) and deleted on drop. Also the
+//! shared server's URL (`DATABASE_URL`), for the tests that need no server of their own.
 
 use std::{
     net::TcpListener,
@@ -19,6 +18,16 @@ pub(crate) struct PgServer {
     pub(crate) port: u16,
     dir: PathBuf,
     running: bool,
+}
+
+/// The shared server's URL; CI exports it.
+pub(crate) fn database_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "DATABASE_URL is unset: start PostgreSQL with `scripts/services.sh` (make services) and export \
+             DATABASE_URL=postgres://seckill@127.0.0.1:5440/seckill"
+        )
+    })
 }
 
 fn as_root() -> bool {

@@ -4,8 +4,6 @@
 //! port, with a small `tickTime` so that sessions can be short, its data in a temporary
 //! directory; it is killed, by its PID, on drop.
 
-#![cfg(feature = "zookeeper")]
-
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},

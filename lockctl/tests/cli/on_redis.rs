@@ -1,25 +1,18 @@
-//! The `lockctl` CLI, run as a process: JSON lines out, exit code 3 when not acquired.
-
-#![cfg(feature = "cli")]
+//! `lockctl` on one Redis (`--redis-url`, and `--url` on a server a test owns) and on Redlock
+//! masters (`--url` and `LOCKKIT_URL`).
 
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
 use crate::{
+    json_lines,
     servers::Masters,
     support::{lock_key, redis_url, unique},
 };
 
 fn lockctl(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lockctl")).arg("--redis-url").arg(redis_url()).args(args).output().unwrap()
-}
-
-fn json_lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
-        .collect()
 }
 
 #[test]
