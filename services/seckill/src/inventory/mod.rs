@@ -175,6 +175,14 @@ impl Inventory {
 
     /// The sale, or `unknown_sale`: from the cache if the hints still carry its generation.
     pub async fn sale(&self, sku: &Sku) -> Result<SaleView, InventoryError> {
+        // The gate's script checks the generation itself, like an owner's batch.
+        let self_checking = |c: &CachedSale| c.sale.spec.strategy.owned_fencing().is_some() || c.sale.spec.strategy.gate_ack().is_some();
+        let trusted = |c: &CachedSale| self_checking(c) && c.checked_at.elapsed() < OWNED_SALE_RECHECK;
+        if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| trusted(c)) {
+            return Ok(SaleView { hints: None, sale: cached.sale.clone() });
+        }
+        // Only a sale read from Redis or PostgreSQL can wait on them: the bound (a timer) is for
+        // that path, not for every order served from the cache.
         self.answered_within(self.bounds.answer(), self.load_sale(sku)).await
     }
 
@@ -191,13 +199,9 @@ impl Inventory {
         })
     }
 
+    /// The sale as Redis's hints and, when they are not of the cached generation, PostgreSQL
+    /// have it.
     async fn load_sale(&self, sku: &Sku) -> Result<SaleView, InventoryError> {
-        // The gate's script checks the generation itself, like an owner's batch.
-        let self_checking = |c: &CachedSale| c.sale.spec.strategy.owned_fencing().is_some() || c.sale.spec.strategy.gate_ack().is_some();
-        let trusted = |c: &CachedSale| self_checking(c) && c.checked_at.elapsed() < OWNED_SALE_RECHECK;
-        if let Some(cached) = self.sales.lock().unwrap().get(sku).filter(|c| trusted(c)) {
-            return Ok(SaleView { hints: None, sale: cached.sale.clone() });
-        }
         let fetched = self.hints.fetch(sku).await?;
         let generation = fetched.generation();
         let still = self.remember_checked(sku, generation);
