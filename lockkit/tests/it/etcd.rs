@@ -394,5 +394,8 @@ async fn an_unanswered_extension_names_etcd() {
 
     assert!(err.is_unavailable() && err.is_retryable(), "{err}");
     assert!(err.to_string().starts_with("etcd did not answer an extension"), "{err}");
-    guard.release().await.unwrap();
+    // Not released here: right after the stall, a release through the same client may find the
+    // connection still catching up (seen once in CI). Dropped, the guard is released in the
+    // background, and the lease expires anyway.
+    drop(guard);
 }
