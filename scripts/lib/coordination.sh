@@ -65,7 +65,7 @@ CFG
 await_ready() {
     local what="$1" base="$2" comm="$3" ready="$4" deadline=$((SECONDS + TIMEOUT))
     until "$ready"; do
-        pid_is "$(read_pid "$base.pid")" "$comm" || die_with_log "$base.log" "$what exited during start-up"
+        pid_starting "$(read_pid "$base.pid")" "$comm" || die_with_log "$base.log" "$what exited during start-up"
         [[ $SECONDS -lt $deadline ]] || die "$what was not ready within ${TIMEOUT}s; see $base.log"
         sleep 0.3
     done

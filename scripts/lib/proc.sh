@@ -34,6 +34,12 @@ pid_is() {
     fi
 }
 
+# Like pid_is, for a server spawned with `setsid NAME ...` a moment ago: until setsid execs the
+# server, the pid's name is still `setsid`.
+pid_starting() {
+    pid_is "$1" "$2" || pid_is "$1" setsid
+}
+
 pid_zombie() {
     local stat state
     stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
