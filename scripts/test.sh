@@ -43,6 +43,12 @@ cargo fmt --all -- --check || status=1
 cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || status=1
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || status=1
 
+# Every crate stays layered: an import circle between modules fails the build.
+log "module import circles"
+for src in lockkit/src lockctl/src services/seckill/src; do
+    python3 scripts/module_cycles.py "$src" || status=1
+done
+
 # lockkit as a user gets it: `cargo package` packs only the crate's own files and builds them
 # outside the workspace (every backend), so a source file left outside the package or a manifest
 # field that does not survive packaging fails here. --allow-dirty: `make test` checks the tree as
@@ -64,8 +70,8 @@ fi
 
 # The bench runner's pure parts (targets, tables, cell checks): pytest, installed if missing.
 pip_ensure pytest 'pytest>=7'
-log "pytest loadtest/bench/tests"
-python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests || status=1
+log "pytest loadtest/bench/tests scripts/tests"
+python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || status=1
 
 # End-to-end checks on real processes: the strategy comparison in smoke mode (k6 against two
 # instances; audits and thresholds, no speed targets) and the chaos suite shortened. QUICK=1

@@ -10,14 +10,19 @@ use std::{
 use tokio::sync::mpsc;
 
 use crate::{
-    Fence,
     acquire::Acquire,
-    backend::{self, BackendKind, BackendUrl},
-    controls::{Controls, Unprotected},
-    core::{Config, Core, Jobs},
-    error::{Error, ErrorKind, Result},
+    backend::{self, BackendUrl},
+    core::Core,
     guard::LockGuard,
-    keys::LockKeys,
+    jobs::Jobs,
+    model::{
+        backend_kind::{BackendKind, Capability},
+        controls::{Controls, Unprotected},
+        error::{Error, ErrorKind, Result},
+        fence::Fence,
+        keys::LockKeys,
+        settings::Config,
+    },
     registry::Registry,
     watchdog,
 };
@@ -130,6 +135,22 @@ impl LockClient {
     /// Which backend the URL chose.
     pub fn backend(&self) -> BackendKind {
         self.core.backend.kind()
+    }
+
+    /// Whether this client's backend keeps `capability` (the plain fenced lock is kept by all).
+    /// What it does not keep fails with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported)
+    /// before any request.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lockkit::LockClient) -> lockkit::Result<()> {
+    /// use lockkit::Capability;
+    /// if client.supports(Capability::Fair) {
+    ///     client.fair("printer").await?.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn supports(&self, capability: Capability) -> bool {
+        self.core.backend.kind().supports(capability)
     }
 
     /// Number of leases this client currently holds (watched or not yet released).

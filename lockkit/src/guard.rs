@@ -3,12 +3,15 @@
 use std::{future::Future, sync::Arc, time::Duration};
 
 use crate::{
-    Fence, LeaseLoss,
-    backend::{Renewal, Renewed},
     clock::Moment,
-    core::{Core, Job},
-    error::{Error, Result},
+    core::Core,
     lease::Lease,
+    model::{
+        error::{Error, Result},
+        fence::Fence,
+        grant::{Renewal, Renewed},
+        lease_loss::LeaseLoss,
+    },
 };
 
 /// A held lock. Carry its [`fence`](LockGuard::fence) into every write the lock protects, watch
@@ -190,7 +193,14 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            self.core.jobs.send(Job::Release(self.core.clone(), self.lease.clone()));
+            // The job owns the core, so the release runs even if this guard held the last
+            // reference to the client.
+            let (core, lease) = (self.core.clone(), self.lease.clone());
+            self.core.jobs.background(async move {
+                if let Err(e) = core.release(&lease).await {
+                    tracing::warn!(lock = %lease.hold.keys.name, error = %e, "background release failed; the lease will expire");
+                }
+            });
         }
     }
 }

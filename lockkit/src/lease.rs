@@ -11,30 +11,11 @@ use std::{
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{Fence, clock::Moment, hold::Hold, metrics};
-
-/// Why a lease was lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LeaseLoss {
-    /// Redis says the lock is no longer ours: the key was deleted, expired or now holds another
-    /// owner's token.
-    Gone,
-    /// The local deadline passed without a confirmed renewal (Redis unreachable or slow, the lease
-    /// was given explicitly and ran out, or this process was paused). The key may even still exist,
-    /// but we can no longer prove we own it.
-    Expired,
-}
-
-impl LeaseLoss {
-    /// The metric label of the cause.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Self::Gone => "gone",
-            Self::Expired => "expired",
-        }
-    }
-}
+use crate::{
+    clock::Moment,
+    metrics,
+    model::{fence::Fence, hold::Hold, lease_loss::LeaseLoss},
+};
 
 /// A lease is presumed lost this much before Redis would expire it: Redlock's clock drift
 /// allowance (1% of the lease) plus 2 ms for timer granularity.
@@ -287,8 +268,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn lost_signal_fires_once_with_the_first_cause() {
-        let keys = crate::keys::LockKeys::new("lockkit", "x").unwrap();
-        let hold = Arc::new(Hold::new(keys, crate::hold::HoldKind::Lock { delay: Duration::ZERO }));
+        let keys = crate::model::keys::LockKeys::new("lockkit", "x").unwrap();
+        let hold = Arc::new(Hold::new(keys, crate::model::hold::HoldKind::Lock { delay: Duration::ZERO }));
         let t0 = Moment::now();
         let lease = Arc::new(Lease::new(1, hold, "t".into(), Fence::new(1), Schedule::granted(t0, LEASE, true)));
         let signal = lease.lost_signal();

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
 
-use crate::fence::Fence;
+use crate::model::fence::Fence;
 
 pub(crate) fn attempt(outcome: &'static str) {
     counter!("lockkit_acquire_attempts_total", "outcome" => outcome).increment(1);

@@ -6,37 +6,11 @@
 //! one by itself; [`LockClient::retire_fence`] does it on request, only while nothing holds or
 //! waits for the name, and hands back the last value.
 
-use crate::{Fence, LockClient, error::Result, hold, keys::LockKeys, scripts::Call};
-
-/// Deletes the fence counter if no key of the name exists. KEYS: fence, then every other key of
-/// the name. Returns `{1, last}`, `{0, '0'}` while in use, `{2, '0'}` when there is no counter.
-const RETIRE: &str = r"
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return {0, '0'} end
-end
-local last = redis.call('GET', KEYS[1])
-if not last then return {2, '0'} end
-redis.call('DEL', KEYS[1])
-return {1, last}
-";
-
-static RETIRE_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| redis::Script::new(RETIRE));
-
-/// What [`LockClient::retire_fence`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FenceRetirement {
-    /// The counter was deleted; `last` was its value. Keep it where your store keeps fences.
-    Retired {
-        /// The last fence granted under the name.
-        last: Fence,
-    },
-    /// Something holds or waits for the name (a lock, a permit, a reader, a queue, a lock-delay):
-    /// nothing was deleted.
-    InUse,
-    /// The name has no counter (never granted, already retired, or Redis lost it).
-    Absent,
-}
+use crate::{
+    LockClient,
+    backend::redis::retire,
+    model::{backend_kind::Capability, error::Result, fence::FenceRetirement, keys::LockKeys},
+};
 
 impl LockClient {
     /// Deletes the fence counter of `name`, if nothing holds or waits for it right now, and returns
@@ -67,20 +41,6 @@ impl LockClient {
     pub async fn retire_fence(&self, name: &str) -> Result<FenceRetirement> {
         let core = self.core();
         let keys = LockKeys::new(&core.config.prefix, name)?;
-        let mut call_keys = vec![keys.fence.clone(), keys.lock.clone()];
-        call_keys.extend(hold::side_keys(&keys));
-        let call = Call::new(&RETIRE_SCRIPT, call_keys, Vec::new());
-        let (outcome, last): (i64, String) = redis::from_redis_value(core.backend.run(&call).await?)?;
-        Ok(match outcome {
-            1 => FenceRetirement::Retired { last: Fence::new(parse_fence(&last)?) },
-            0 => FenceRetirement::InUse,
-            _ => FenceRetirement::Absent,
-        })
+        retire::retire(core.scripts_for(Capability::RetireFence)?, &keys).await
     }
-}
-
-fn parse_fence(value: &str) -> Result<u64> {
-    value.parse().map_err(|_| {
-        redis::RedisError::from((redis::ErrorKind::Parse, "the fence counter is not a number", value.to_owned())).into()
-    })
 }

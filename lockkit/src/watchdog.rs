@@ -13,13 +13,16 @@ use std::{
 use tokio::sync::{OwnedMutexGuard, mpsc};
 
 use crate::{
-    LeaseLoss,
-    backend::{Renewal, Renewed},
     clock::Moment,
-    core::{Core, Job, Unfinished},
-    error::Error,
+    core::Core,
+    jobs::{Job, Unfinished},
     lease::{Lease, LeaseState},
     metrics,
+    model::{
+        error::Error,
+        grant::{Renewal, Renewed},
+        lease_loss::LeaseLoss,
+    },
 };
 
 /// How long the watchdog sleeps when it watches nothing.
@@ -60,14 +63,7 @@ async fn run(core: Weak<Core>, mut jobs: mpsc::UnboundedReceiver<Job>) {
 /// Runs `job` in its own task, and counts it finished when it is.
 fn run_job(job: Job, unfinished: Arc<Unfinished>) {
     tokio::spawn(async move {
-        match job {
-            Job::Release(core, lease) => {
-                if let Err(e) = core.release(&lease).await {
-                    tracing::warn!(lock = %lease.hold.keys.name, error = %e, "background release failed; the lease will expire");
-                }
-            }
-            Job::Background(work) => work.await,
-        }
+        job.await;
         unfinished.done();
     });
 }

@@ -63,16 +63,20 @@ use etcd_client::{
 };
 use futures_util::future::join_all;
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed};
 use crate::{
-    Fence, LockInfo,
-    core::{Config, Jobs},
-    error::{Error, ErrorKind, Result},
+    backend::{Backend, BoxFuture},
     glob,
-    hold::Hold,
-    inspect::{Holder, HolderRole, LockKind, Waiter},
-    keys::LockKeys,
-    scripts::Call,
+    jobs::Jobs,
+    model::{
+        backend_kind::BackendKind,
+        error::{Error, ErrorKind, Result},
+        fence::Fence,
+        grant::{Grant, Renewal, Renewed},
+        hold::Hold,
+        keys::LockKeys,
+        lock_info::{Holder, HolderRole, LockInfo, LockKind, Waiter},
+        settings::Config,
+    },
     wake::WakeHub,
 };
 
@@ -548,10 +552,6 @@ impl Backend for Etcd {
         BackendKind::Etcd
     }
 
-    fn plain_locks_only(&self) -> bool {
-        true
-    }
-
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             self.bounded("a status request", self.client.maintenance_client().status()).await?;
@@ -585,10 +585,6 @@ impl Backend for Etcd {
             self.grants.lock().unwrap().remove(token);
             Ok(held)
         })
-    }
-
-    fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(async move { Err(Error::unsupported("this operation is not available on etcd: it needs Redis")) })
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {

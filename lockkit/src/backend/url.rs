@@ -19,7 +19,7 @@
 //! `allow_eviction=true` lets a Redis backend connect to servers whose `maxmemory-policy` is not
 //! `noeviction` (see `eviction`).
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::model::error::{Error, ErrorKind, Result};
 
 /// A parsed connection URL. Holds credentials: never log it.
 #[derive(Clone, PartialEq, Eq)]

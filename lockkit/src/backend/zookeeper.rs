@@ -90,16 +90,20 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed};
 use crate::{
-    Fence, LockInfo,
-    controls::Unprotected,
-    core::{Config, Jobs},
-    error::{Error, ErrorKind, Result},
-    hold::Hold,
-    inspect::{Holder, HolderRole, LockKind},
-    keys::LockKeys,
-    scripts::Call,
+    backend::{Backend, BoxFuture},
+    jobs::Jobs,
+    model::{
+        backend_kind::BackendKind,
+        controls::Unprotected,
+        error::{Error, ErrorKind, Result},
+        fence::Fence,
+        grant::{Grant, Renewal, Renewed},
+        hold::Hold,
+        keys::LockKeys,
+        lock_info::{Holder, HolderRole, LockInfo, LockKind},
+        settings::Config,
+    },
     wake::WakeHub,
 };
 
@@ -713,10 +717,6 @@ impl Backend for ZooKeeper {
         BackendKind::ZooKeeper
     }
 
-    fn plain_locks_only(&self) -> bool {
-        true
-    }
-
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.bounded("a ping", async {
             let session = self.inner.session().await?;
@@ -748,14 +748,6 @@ impl Backend for ZooKeeper {
             let deleted = self.bounded("a release", self.inner.delete_owned(&granted)).await?;
             self.inner.grants.lock().unwrap().remove(token);
             Ok(deleted && !ended)
-        })
-    }
-
-    fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(async {
-            Err(Error::unsupported(
-                "not available on zookeeper: this needs one of the Redis primitives' scripts (use one redis or a cluster)",
-            ))
         })
     }
 

@@ -1,12 +1,13 @@
 //! The lock primitives beyond the plain lock: reentrant, fair, read-write, semaphore, multi-lock.
 //! (Lock-delay is an option of the plain lock: [`Acquire::lock_delay`](crate::Acquire::lock_delay).)
 //!
-//! Each one only contributes its scripts and a constructor on [`LockClient`](crate::LockClient);
-//! the acquire loop, the [`LockGuard`](crate::LockGuard), the watchdog, fencing, metrics and errors
-//! are the core's (`hold` says which script each operation runs). Every key of a primitive
-//! shares the hash tag `{prefix:NAME}`, so each works on Redis Cluster. None but the multi-lock runs
-//! on Redlock, ZooKeeper, etcd or PostgreSQL: there the acquire fails with
-//! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
+//! Each one here is only a constructor on [`LockClient`](crate::LockClient) that names what it
+//! holds (`model::hold`); its scripts are in the Redis layer (`backend::redis`), and the acquire
+//! loop, the [`LockGuard`](crate::LockGuard), the watchdog, fencing, metrics and errors are the
+//! core's. Every key of a primitive shares the hash tag `{prefix:NAME}`, so each works on Redis
+//! Cluster. None but the multi-lock runs on Redlock, ZooKeeper, etcd or PostgreSQL
+//! ([`BackendKind::supports`](crate::BackendKind::supports)): there the acquire fails with
+//! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) before any request.
 //!
 //! A name belongs to one primitive at a time: the same name used as a semaphore and as a lock are
 //! two unrelated things, except that the plain lock, the reentrant lock's holder, the read-write
@@ -14,7 +15,6 @@
 //!
 //! | file | what lives there |
 //! |---|---|
-//! | `members` | grants as sorted-set members scored by their server-timed expiry (permits, readers, reentrant grants) |
 //! | `reentrant` | [`LockClient::reentrant`](crate::LockClient::reentrant) |
 //! | `fair` | [`LockClient::fair`](crate::LockClient::fair) |
 //! | `read_write` | [`LockClient::read_write`](crate::LockClient::read_write), [`ReadWriteLock`](crate::ReadWriteLock), [`LockGuard::downgrade`](crate::LockGuard::downgrade) |
@@ -22,7 +22,6 @@
 //! | `multi` | [`LockClient::multi`](crate::LockClient::multi), [`MultiGuard`](crate::MultiGuard) |
 
 pub(crate) mod fair;
-mod members;
 pub(crate) mod multi;
 pub(crate) mod read_write;
 pub(crate) mod reentrant;

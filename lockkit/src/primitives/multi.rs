@@ -14,7 +14,10 @@ use std::{
 
 use futures_util::future::{join_all, select_all};
 
-use crate::{Fence, LeaseLoss, LockClient, LockGuard, error::Result};
+use crate::{
+    LockClient, LockGuard,
+    model::{error::Result, fence::Fence, lease_loss::LeaseLoss},
+};
 
 /// A pending multi-lock acquisition, run by `.await`. Made by [`LockClient::multi`].
 #[derive(Debug)]

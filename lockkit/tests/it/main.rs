@@ -9,6 +9,7 @@ mod servers;
 mod support;
 
 mod cancel;
+mod capabilities;
 mod cluster;
 mod etcd;
 #[cfg(feature = "etcd")]

@@ -17,14 +17,17 @@ use tokio_postgres::{Client, types::Type};
 
 use super::{Names, Server, Shared, bounded};
 use crate::{
-    Fence, LockInfo,
-    backend::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
-    core::Jobs,
-    error::{Error, Result},
-    hold::Hold,
-    inspect::{Holder, HolderRole, LockKind},
-    keys::LockKeys,
-    scripts::Call,
+    backend::{Backend, BoxFuture, UndoOnCancel},
+    jobs::Jobs,
+    model::{
+        backend_kind::BackendKind,
+        error::{Error, Result},
+        fence::Fence,
+        grant::{Grant, Renewal, Renewed},
+        hold::Hold,
+        keys::LockKeys,
+        lock_info::{Holder, HolderRole, LockInfo, LockKind},
+    },
     wake::WakeHub,
 };
 
@@ -184,10 +187,6 @@ impl Backend for PgAdvisory {
         BackendKind::PostgresAdvisory
     }
 
-    fn plain_locks_only(&self) -> bool {
-        true
-    }
-
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(super::ping(&self.shared))
     }
@@ -253,12 +252,6 @@ impl Backend for PgAdvisory {
                 Err(e) => Err(e),
             }
         })
-    }
-
-    fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(
-            async move { Err(Error::unsupported("postgres keeps only the plain lock: it runs no primitive's script")) },
-        )
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {

@@ -8,14 +8,17 @@ use tokio_postgres::types::Type;
 
 use super::{Names, Shared};
 use crate::{
-    Fence, LockInfo,
-    backend::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel},
-    core::Jobs,
-    error::{Error, Result},
-    hold::Hold,
-    inspect::{Holder, HolderRole, LockKind},
-    keys::LockKeys,
-    scripts::Call,
+    backend::{Backend, BoxFuture, UndoOnCancel},
+    jobs::Jobs,
+    model::{
+        backend_kind::BackendKind,
+        error::Result,
+        fence::Fence,
+        grant::{Grant, Renewal, Renewed},
+        hold::Hold,
+        keys::LockKeys,
+        lock_info::{Holder, HolderRole, LockInfo, LockKind},
+    },
     wake::WakeHub,
 };
 
@@ -103,19 +106,15 @@ fn millis(lease: Duration) -> i64 {
     i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
-/// The first 8 hex digits of the SHA-1 of a token: the id [`Holder`] shows on every backend
-/// (redis-rs hashes a script's text with SHA-1; the token never leaves this process).
+/// The first 8 hex digits of the SHA-1 of a token: the id [`Holder`] shows on every backend (the
+/// Redis scripts compute the same with `redis.sha1hex`; the token never leaves this process).
 fn short_id(token: &str) -> String {
-    redis::Script::new(token).get_hash()[..8].to_owned()
+    sha1_smol::Sha1::from(token).digest().to_string()[..8].to_owned()
 }
 
 impl Backend for PgLease {
     fn kind(&self) -> BackendKind {
         BackendKind::Postgres
-    }
-
-    fn plain_locks_only(&self) -> bool {
-        true
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
@@ -183,12 +182,6 @@ impl Backend for PgLease {
                 .await?;
             Ok(deleted > 0)
         })
-    }
-
-    fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(
-            async move { Err(Error::unsupported("postgres keeps only the plain lock: it runs no primitive's script")) },
-        )
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {

@@ -96,13 +96,15 @@ use tokio::sync::watch;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{Backend, PgMode};
 use crate::{
-    Fence,
-    controls::Unprotected,
-    core::Config,
-    error::{Error, ErrorKind, Result},
-    keys::LockKeys,
+    backend::{Backend, PgMode},
+    model::{
+        controls::Unprotected,
+        error::{Error, ErrorKind, Result},
+        fence::Fence,
+        keys::LockKeys,
+        settings::Config,
+    },
     wake::WakeHub,
 };
 

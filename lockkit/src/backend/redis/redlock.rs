@@ -30,16 +30,27 @@ use std::{sync::Arc, time::Duration};
 use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
+use super::{eviction, holds};
 use crate::{
-    Fence, LockInfo,
-    connections::Connections,
-    core::{Config, Jobs},
-    error::{Error, ErrorKind, Result},
-    hold::Hold,
-    inspect::{self, LockKind, NodeView},
-    keys::LockKeys,
-    scripts::{self, AcquireReply, Call},
+    backend::{
+        Backend, BoxFuture, UndoOnCancel,
+        redis::{
+            connections::Connections,
+            scripts::{self, AcquireReply, Call},
+            view::{self, NodeView},
+        },
+    },
+    jobs::Jobs,
+    model::{
+        backend_kind::BackendKind,
+        error::{Error, ErrorKind, Result},
+        fence::Fence,
+        grant::{Grant, Renewal, Renewed},
+        hold::Hold,
+        keys::LockKeys,
+        lock_info::{LockInfo, LockKind},
+        settings::Config,
+    },
     wake::WakeHub,
 };
 
@@ -134,19 +145,12 @@ impl Redlock {
         token: &str,
         within: Duration,
     ) -> usize {
-        let release = &hold.release(token);
+        let release = &holds::release(hold, token);
         let releases = conns.into_iter().flatten().map(|mut conn| async move {
             matches!(tokio::time::timeout(within, scripts::owner_checked(&mut conn, release)).await, Ok(Ok(true)))
         });
         join_all(releases).await.into_iter().filter(|released| *released).count()
     }
-}
-
-/// The refusal of a primitive that Redlock cannot keep.
-fn not_supported(what: &str) -> Error {
-    Error::unsupported(format!(
-        "{what}: not supported on redlock (only the plain lock and its lock-delay are); use one redis or a cluster"
-    ))
 }
 
 /// The plain lock as a majority of the nodes sees it (`views`: the nodes that answered): held on a
@@ -237,11 +241,8 @@ impl Backend for Redlock {
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>> {
         Box::pin(async move {
-            if !hold.runs_on_redlock() {
-                return Err(not_supported(hold.what()));
-            }
             let keys = &hold.keys;
-            let call = &hold.acquire(token, lease);
+            let call = &holds::acquire(hold, token, lease);
             let within = self.within(lease);
             // One connection per node, checked out first: the undo and the releases of a failed
             // attempt go over the same connections, after the requests.
@@ -305,7 +306,7 @@ impl Backend for Redlock {
 
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let release = &hold.release(token);
+            let release = &holds::release(hold, token);
             let outcomes = self
                 .on_all("a release", self.command_timeout, |mut conn| async move {
                     scripts::owner_checked(&mut conn, release).await
@@ -319,7 +320,7 @@ impl Backend for Redlock {
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
         Box::pin(async move {
             let within = self.within(batch.iter().map(|r| r.lease).min().unwrap_or_default());
-            let calls: &[Call] = &batch.iter().map(|r| r.hold.extend(r.token, r.lease)).collect::<Vec<_>>();
+            let calls: &[Call] = &batch.iter().map(|r| holds::extend(r.hold, r.token, r.lease)).collect::<Vec<_>>();
             let per_node =
                 self.on_all("a renewal", within, |mut conn| async move {
                     scripts::extend_pipelined(&mut conn, calls).await
@@ -343,10 +344,6 @@ impl Backend for Redlock {
         })
     }
 
-    fn run<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(async move { Err(not_supported("this operation")) })
-    }
-
     fn raise_fence<'a>(&'a self, keys: &'a LockKeys, at_least: Fence) -> BoxFuture<'a, Result<Fence>> {
         Box::pin(async move {
             let outcomes = self
@@ -362,10 +359,8 @@ impl Backend for Redlock {
     fn inspect<'a>(&'a self, prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
         Box::pin(async move {
             let timeout = self.node_timeout.max(Duration::from_secs(1));
-            let scans =
-                self.on_all("a scan", timeout, |mut conn| async move {
-                    inspect::scan_names(&mut conn, prefix, pattern).await
-                })
+            let scans = self
+                .on_all("a scan", timeout, |mut conn| async move { view::scan_names(&mut conn, prefix, pattern).await })
                 .await;
             self.require_quorum("an inspection", &scans)?;
             let names: std::collections::BTreeSet<String> = scans.into_iter().flatten().flatten().collect();
@@ -373,7 +368,7 @@ impl Backend for Redlock {
             for name in names {
                 let keys = &LockKeys::new(prefix, &name)?;
                 let views: Vec<NodeView> = self
-                    .on_all("a lock view", timeout, |mut conn| async move { inspect::read_view(&mut conn, keys).await })
+                    .on_all("a lock view", timeout, |mut conn| async move { view::read_view(&mut conn, keys).await })
                     .await
                     .into_iter()
                     .flatten()

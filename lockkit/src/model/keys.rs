@@ -1,7 +1,7 @@
 //! Redis key names of one lock. All keys of a lock share the hash tag `{prefix:name}`, so every
 //! script touches a single cluster slot.
 
-use crate::error::{Error, ErrorKind, Result};
+use super::error::{Error, ErrorKind, Result};
 
 /// Longest accepted lock name, in bytes.
 pub const MAX_NAME_LEN: usize = 256;
@@ -57,6 +57,12 @@ impl LockKeys {
     /// `{prefix:name}:suffix`: a key of this lock with the same hash tag.
     pub(crate) fn key(&self, suffix: &str) -> String {
         format!("{}:{suffix}", self.lock)
+    }
+
+    /// `{prefix:name}:wake:`: the prefix of every fair waiter's own wake-up channel (the ticket
+    /// follows).
+    pub(crate) fn fair_wake_prefix(&self) -> String {
+        format!("{}:", self.key(suffix::WAKE))
     }
 
     /// Recovers a lock name from one of its keys (`{prefix:name}` or `{prefix:name}:suffix`).

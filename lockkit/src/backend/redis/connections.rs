@@ -18,7 +18,7 @@ use std::{
 use deadpool_redis::{Pool, Runtime};
 use redis::aio::MultiplexedConnection;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::model::error::{Error, ErrorKind, Result};
 
 /// The lanes of one client.
 pub(crate) struct Connections {

@@ -3,16 +3,27 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
+use super::{RedisScripts, eviction, holds};
 use crate::{
-    Fence, LockInfo,
-    connections::Connections,
-    core::{Config, Jobs},
-    error::{Error, ErrorKind, Result},
-    hold::Hold,
-    inspect,
-    keys::LockKeys,
-    scripts::{self, Call},
+    backend::{
+        Backend, BoxFuture,
+        redis::{
+            connections::Connections,
+            scripts::{self, Call},
+            view,
+        },
+    },
+    jobs::Jobs,
+    model::{
+        backend_kind::BackendKind,
+        error::{Error, ErrorKind, Result},
+        fence::Fence,
+        grant::{Grant, Renewal, Renewed},
+        hold::Hold,
+        keys::LockKeys,
+        lock_info::LockInfo,
+        settings::Config,
+    },
     wake::WakeHub,
 };
 
@@ -61,8 +72,8 @@ impl Backend for SingleRedis {
         Box::pin(async move {
             // Connecting is bounded by the connection timeout, the script by the response timeout.
             let mut lane = self.conns.checkout().await?;
-            let call = hold.acquire(token, lease);
-            let mut undo = UndoOnCancel::release_on(jobs, lane.conn.clone(), hold, token);
+            let call = holds::acquire(hold, token, lease);
+            let mut undo = super::undo_on_cancel(jobs, lane.conn.clone(), hold, token);
             let reply = scripts::acquire(&mut lane.conn, &call).await.map_err(Into::into);
             self.conns.report(&lane, &reply);
             // An error leaves `undo` armed: the script may have run although its answer was lost.
@@ -74,18 +85,26 @@ impl Backend for SingleRedis {
 
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let call = hold.release(token);
+            let call = holds::release(hold, token);
             self.conns.run(async |conn| scripts::owner_checked(conn, &call).await).await
         })
     }
 
-    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(self.conns.run(async move |conn| call.invoke(conn).await))
+    fn redis_scripts(&self) -> Option<&dyn RedisScripts> {
+        Some(self)
+    }
+
+    fn must_leave(&self, hold: &Hold) -> bool {
+        holds::leave(hold).is_some()
+    }
+
+    fn leave<'a>(&'a self, hold: &'a Hold) -> BoxFuture<'a, Result<()>> {
+        super::leave(self, hold)
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
         Box::pin(async move {
-            let calls: Vec<Call> = batch.iter().map(|r| r.hold.extend(r.token, r.lease)).collect();
+            let calls: Vec<Call> = batch.iter().map(|r| holds::extend(r.hold, r.token, r.lease)).collect();
             let replies = self.conns.run(async |conn| scripts::extend_pipelined(conn, &calls).await).await?;
             Ok(replies.into_iter().map(|ours| if ours { Renewed::Extended } else { Renewed::Gone }).collect())
         })
@@ -100,11 +119,11 @@ impl Backend for SingleRedis {
 
     fn inspect<'a>(&'a self, prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
         Box::pin(async move {
-            let names = self.conns.run(async |conn| inspect::scan_names(conn, prefix, pattern).await).await?;
+            let names = self.conns.run(async |conn| view::scan_names(conn, prefix, pattern).await).await?;
             let mut infos = Vec::with_capacity(names.len());
             for name in names {
                 let keys = LockKeys::new(prefix, &name)?;
-                let view = self.conns.run(async |conn| inspect::read_view(conn, &keys).await).await?;
+                let view = self.conns.run(async |conn| view::read_view(conn, &keys).await).await?;
                 infos.push(view.into_info(name));
             }
             Ok(infos)
@@ -113,5 +132,11 @@ impl Backend for SingleRedis {
 
     fn wake(&self) -> &WakeHub {
         &self.wake
+    }
+}
+
+impl RedisScripts for SingleRedis {
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+        Box::pin(self.conns.run(async move |conn| call.invoke(conn).await))
     }
 }

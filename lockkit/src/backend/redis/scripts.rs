@@ -1,6 +1,6 @@
 //! The Lua scripts of the plain lock, and [`Call`]: one script invocation (script, keys,
-//! arguments) that any backend can run, pipeline or undo. The primitives keep their own scripts
-//! next to their code (`primitives/`) and hand [`Call`]s to the backends the same way.
+//! arguments) that any Redis backend can run, pipeline or undo. The primitives' scripts, beside
+//! this file, hand [`Call`]s to the backends the same way.
 //!
 //! Each script is hashed once and run with `EVALSHA`; `NOSCRIPT` (after a Redis restart or
 //! `SCRIPT FLUSH`) reloads it transparently. Every script touches only keys of one lock, which
@@ -10,7 +10,7 @@ use std::{sync::LazyLock, time::Duration};
 
 use redis::{FromRedisValue, Script, aio::ConnectionLike};
 
-use crate::keys::LockKeys;
+use crate::model::{fence::Fence, grant::Grant, keys::LockKeys};
 
 /// Lua prelude: `now`, the server's clock in milliseconds (`TIME`), never a client's; and
 /// `keep(key, ms)`, which lengthens a key's expiry to at least `ms` from now (never shortens it).
@@ -142,6 +142,15 @@ pub(crate) enum AcquireReply {
     Held(Option<Duration>),
 }
 
+impl From<AcquireReply> for Grant {
+    fn from(reply: AcquireReply) -> Self {
+        match reply {
+            AcquireReply::Granted(fence) => Self::Granted(Fence::new(fence)),
+            AcquireReply::Held(ttl) => Self::Held(ttl),
+        }
+    }
+}
+
 /// Runs an acquire call: every acquire script answers `{1, fence}` or `{0, pttl}`.
 pub(crate) async fn acquire(conn: &mut impl ConnectionLike, call: &Call) -> redis::RedisResult<AcquireReply> {
     let (granted, value): (i64, i64) = call.invoke(conn).await?;
@@ -162,7 +171,7 @@ pub(crate) fn plain_acquire(keys: &LockKeys, token: &str, lease: Duration, delay
     let delay_ms = if delay.is_zero() { 0 } else { millis(delay) };
     Call::new(
         &ACQUIRE_SCRIPT,
-        vec![keys.lock.clone(), keys.fence.clone(), keys.key(crate::keys::suffix::DELAY)],
+        vec![keys.lock.clone(), keys.fence.clone(), keys.key(crate::model::keys::suffix::DELAY)],
         vec![token.to_owned(), millis(lease).to_string(), delay_ms.to_string()],
     )
 }
@@ -171,7 +180,7 @@ pub(crate) fn plain_acquire(keys: &LockKeys, token: &str, lease: Duration, delay
 pub(crate) fn plain_release(keys: &LockKeys, token: &str) -> Call {
     Call::new(
         &RELEASE_SCRIPT,
-        vec![keys.lock.clone(), keys.key(crate::keys::suffix::DELAY)],
+        vec![keys.lock.clone(), keys.key(crate::model::keys::suffix::DELAY)],
         vec![token.to_owned(), keys.released.clone()],
     )
 }
@@ -181,7 +190,7 @@ pub(crate) fn plain_extend(keys: &LockKeys, token: &str, lease: Duration, delay:
     let delay_ms = if delay.is_zero() { 0 } else { millis(delay) };
     Call::new(
         &EXTEND_SCRIPT,
-        vec![keys.lock.clone(), keys.key(crate::keys::suffix::DELAY)],
+        vec![keys.lock.clone(), keys.key(crate::model::keys::suffix::DELAY)],
         vec![token.to_owned(), millis(lease).to_string(), delay_ms.to_string()],
     )
 }

@@ -24,15 +24,26 @@ use redis::{
 };
 use tokio::sync::OnceCell;
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
+use super::{RedisScripts, eviction, holds};
 use crate::{
-    Fence, LockInfo,
-    core::{Config, Jobs},
-    error::{Error, ErrorKind, Result},
-    hold::Hold,
-    inspect,
-    keys::LockKeys,
-    scripts::{self, Call},
+    backend::{
+        Backend, BoxFuture,
+        redis::{
+            scripts::{self, Call},
+            view,
+        },
+    },
+    jobs::Jobs,
+    model::{
+        backend_kind::BackendKind,
+        error::{Error, ErrorKind, Result},
+        fence::Fence,
+        grant::{Grant, Renewal, Renewed},
+        hold::Hold,
+        keys::LockKeys,
+        lock_info::LockInfo,
+        settings::Config,
+    },
     wake::WakeHub,
 };
 
@@ -146,8 +157,8 @@ impl Backend for RedisCluster {
         Box::pin(async move {
             let mut conn = self.conn().await?;
             // The same connection routes the undo to the same master, after the request.
-            let call = hold.acquire(token, lease);
-            let mut undo = UndoOnCancel::release_on(jobs, conn.clone(), hold, token);
+            let call = holds::acquire(hold, token, lease);
+            let mut undo = super::undo_on_cancel(jobs, conn.clone(), hold, token);
             let reply = scripts::acquire(&mut conn, &call).await?;
             undo.disarm();
             Ok(reply.into())
@@ -155,11 +166,21 @@ impl Backend for RedisCluster {
     }
 
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move { Ok(scripts::owner_checked(&mut self.conn().await?, &hold.release(token)).await?) })
+        Box::pin(
+            async move { Ok(scripts::owner_checked(&mut self.conn().await?, &holds::release(hold, token)).await?) },
+        )
     }
 
-    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
-        Box::pin(async move { Ok(call.invoke(&mut self.conn().await?).await?) })
+    fn redis_scripts(&self) -> Option<&dyn RedisScripts> {
+        Some(self)
+    }
+
+    fn must_leave(&self, hold: &Hold) -> bool {
+        holds::leave(hold).is_some()
+    }
+
+    fn leave<'a>(&'a self, hold: &'a Hold) -> BoxFuture<'a, Result<()>> {
+        super::leave(self, hold)
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
@@ -168,7 +189,7 @@ impl Backend for RedisCluster {
             let renewals = batch.iter().map(|r| {
                 let mut conn = conn.clone();
                 async move {
-                    match scripts::owner_checked(&mut conn, &r.hold.extend(r.token, r.lease)).await {
+                    match scripts::owner_checked(&mut conn, &holds::extend(r.hold, r.token, r.lease)).await {
                         Ok(true) => Renewed::Extended,
                         Ok(false) => Renewed::Gone,
                         Err(_) => Renewed::Unanswered,
@@ -207,7 +228,7 @@ impl Backend for RedisCluster {
             let mut infos = Vec::with_capacity(names.len());
             for name in names {
                 let keys = LockKeys::new(prefix, &name)?;
-                infos.push(inspect::read_view(&mut conn, &keys).await?.into_info(name));
+                infos.push(view::read_view(&mut conn, &keys).await?.into_info(name));
             }
             Ok(infos)
         })
@@ -215,6 +236,12 @@ impl Backend for RedisCluster {
 
     fn wake(&self) -> &WakeHub {
         &self.wake
+    }
+}
+
+impl RedisScripts for RedisCluster {
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+        Box::pin(async move { Ok(call.invoke(&mut self.conn().await?).await?) })
     }
 }
 

@@ -64,6 +64,22 @@ impl From<Fence> for u64 {
     }
 }
 
+/// What [`LockClient::retire_fence`](crate::LockClient::retire_fence) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FenceRetirement {
+    /// The counter was deleted; `last` was its value. Keep it where your store keeps fences.
+    Retired {
+        /// The last fence granted under the name.
+        last: Fence,
+    },
+    /// Something holds or waits for the name (a lock, a permit, a reader, a queue, a lock-delay):
+    /// nothing was deleted.
+    InUse,
+    /// The name has no counter (never granted, already retired, or Redis lost it).
+    Absent,
+}
+
 #[cfg(all(test, feature = "serde"))]
 mod tests {
     use super::Fence;

@@ -10,7 +10,7 @@ use std::{sync::LazyLock, time::Duration};
 
 use redis::Script;
 
-use crate::scripts::{self, Call, millis};
+use crate::backend::redis::scripts::{self, Call, millis};
 
 /// Owner-checked extension of a member. KEYS: the set, then other keys to keep alive as long.
 /// ARGV: token, lease ms. Returns 1 when extended, 0 when the member is gone or expired.

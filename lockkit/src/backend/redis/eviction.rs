@@ -20,7 +20,7 @@
 
 use redis::Value;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::model::error::{Error, ErrorKind, Result};
 
 /// The command that reads the policy.
 pub(crate) fn command() -> redis::Cmd {

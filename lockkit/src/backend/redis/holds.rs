@@ -1,0 +1,66 @@
+//! Which scripts keep each [`Hold`] on Redis: the attempt, the owner-checked extension and
+//! release, and what a waiter that gives up must undo. The one place that maps the primitives'
+//! data to their scripts; one Redis, a cluster and Redlock all run what it returns.
+
+use std::time::Duration;
+
+use super::{
+    fair, read_write, reentrant,
+    scripts::{self, Call},
+    semaphore,
+};
+use crate::model::{
+    hold::{Hold, HoldKind},
+    keys::{LockKeys, suffix},
+};
+
+/// The attempt to take `hold` for `token` with a lease of `lease`.
+pub(crate) fn acquire(hold: &Hold, token: &str, lease: Duration) -> Call {
+    let keys = &hold.keys;
+    match &hold.kind {
+        HoldKind::Lock { delay } => scripts::plain_acquire(keys, token, lease, *delay),
+        HoldKind::Reentrant { owner } => reentrant::acquire(keys, token, lease, owner),
+        HoldKind::Read => read_write::acquire_read(keys, token, lease),
+        HoldKind::Write { prefer_writers } => read_write::acquire_write(keys, token, lease, *prefer_writers),
+        HoldKind::Permit { permits } => semaphore::acquire(keys, token, lease, *permits),
+        HoldKind::Fair { queue_timeout } => fair::acquire(keys, token, lease, &hold.ticket, *queue_timeout),
+    }
+}
+
+/// The owner-checked extension of `token`'s grant to `lease` from now.
+pub(crate) fn extend(hold: &Hold, token: &str, lease: Duration) -> Call {
+    let keys = &hold.keys;
+    match &hold.kind {
+        HoldKind::Lock { delay } => scripts::plain_extend(keys, token, lease, *delay),
+        HoldKind::Write { .. } | HoldKind::Fair { .. } => scripts::plain_extend(keys, token, lease, Duration::ZERO),
+        HoldKind::Reentrant { .. } => reentrant::extend(keys, token, lease),
+        HoldKind::Read => read_write::extend_read(keys, token, lease),
+        HoldKind::Permit { .. } => semaphore::extend(keys, token, lease),
+    }
+}
+
+/// The owner-checked release of `token`'s grant, which wakes waiters.
+pub(crate) fn release(hold: &Hold, token: &str) -> Call {
+    let keys = &hold.keys;
+    match &hold.kind {
+        HoldKind::Lock { .. } | HoldKind::Write { .. } => scripts::plain_release(keys, token),
+        HoldKind::Reentrant { .. } => reentrant::release(keys, token),
+        HoldKind::Read => read_write::release_read(keys, token),
+        HoldKind::Permit { .. } => semaphore::release(keys, token),
+        HoldKind::Fair { .. } => fair::release(keys, token),
+    }
+}
+
+/// What a waiter that gives up (wait over, or its acquire dropped) must undo on the server: a
+/// fair lock's queue place. `None` for the others, which leave nothing behind.
+pub(crate) fn leave(hold: &Hold) -> Option<Call> {
+    match &hold.kind {
+        HoldKind::Fair { .. } => Some(fair::leave(&hold.keys, &hold.ticket)),
+        _ => None,
+    }
+}
+
+/// Keys a name's primitives may use besides the lock key and the fence counter.
+pub(crate) fn side_keys(keys: &LockKeys) -> Vec<String> {
+    suffix::IN_USE.iter().map(|s| keys.key(s)).collect()
+}

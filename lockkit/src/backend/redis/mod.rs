@@ -1,0 +1,73 @@
+//! The Redis layer: one Redis, a Redis Cluster and Redlock, the Lua scripts they run, and the
+//! mapping from holds to those scripts. Nothing outside this module names a script.
+//!
+//! | file | what lives there |
+//! |---|---|
+//! | `single`, `cluster`, `redlock` | the three Redis backends |
+//! | `connections` | long-lived multiplexed connections from a deadpool pool (one Redis, each Redlock node) |
+//! | `eviction` | the `maxmemory-policy` check at connect |
+//! | `scripts` | the plain lock's scripts, and [`Call`]: one script invocation that any Redis backend runs or pipelines |
+//! | `holds` | which scripts keep each hold: attempt, extension, release, leave |
+//! | `reentrant`, `fair`, `read_write`, `semaphore`, `members` | the primitives' own scripts |
+//! | `retire` | the fence retirement script |
+//! | `view` | one server's read-only view of a lock, for `inspect` |
+
+pub(crate) mod cluster;
+mod connections;
+mod eviction;
+mod fair;
+pub(crate) mod holds;
+mod members;
+pub(crate) mod read_write;
+pub(crate) mod redlock;
+mod reentrant;
+pub(crate) mod retire;
+pub(crate) mod scripts;
+mod semaphore;
+pub(crate) mod single;
+mod view;
+
+use std::sync::Arc;
+
+use ::redis::aio::ConnectionLike;
+
+use self::scripts::Call;
+use super::{BoxFuture, UndoOnCancel};
+use crate::{
+    jobs::Jobs,
+    model::{error::Result, hold::Hold},
+};
+
+/// What only the Redis backends that keep every primitive (one Redis, a cluster) can do: run one
+/// of a primitive's own scripts (a queue exit, a downgrade, a fence retirement) on the server of
+/// its one hash tag. Offered through [`Backend::redis_scripts`](super::Backend::redis_scripts).
+pub(crate) trait RedisScripts: Send + Sync {
+    /// Runs `call` on the server of its keys' hash tag.
+    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<::redis::Value>>;
+}
+
+/// Takes a fair waiter that gave up out of its queue (nothing for the other holds).
+pub(crate) fn leave<'a>(scripts: &'a dyn RedisScripts, hold: &'a Hold) -> BoxFuture<'a, Result<()>> {
+    Box::pin(async move {
+        if let Some(call) = holds::leave(hold) {
+            scripts.run(&call).await?;
+        }
+        Ok(())
+    })
+}
+
+/// Arms an owner-checked release of `token`'s grant of `hold` on `conn` (a clone of the connection
+/// that carries the acquire), to run if the acquire is dropped before its reply was read.
+pub(crate) fn undo_on_cancel<'a>(
+    jobs: &'a Jobs,
+    mut conn: impl ConnectionLike + Send + 'static,
+    hold: &Arc<Hold>,
+    token: &str,
+) -> UndoOnCancel<'a> {
+    let (name, release) = (hold.keys.name.clone(), holds::release(hold, token));
+    UndoOnCancel::new(jobs, async move {
+        if let Err(e) = scripts::owner_checked(&mut conn, &release).await {
+            tracing::warn!(lock = %name, error = %e, "could not undo an abandoned acquire; it will expire");
+        }
+    })
+}
