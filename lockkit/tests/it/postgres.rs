@@ -397,6 +397,39 @@ async fn postgres_control_a_fence_sequence_without_a_cache_connects() {
     }
 }
 
+/// A role that may read the fence sequence but not set it (no `UPDATE` on it): a raise above the
+/// sequence's value is a setup problem that retrying never fixes, so it is `Config` and says what
+/// the sequence's owner can run; a raise the sequence already satisfies answers with its value.
+#[tokio::test]
+async fn postgres_a_fence_raise_the_role_may_not_make_is_a_config_error() {
+    let base = database_url();
+    let prefix = own_prefix("readonly");
+    let role = format!("{prefix}_role");
+    let setup = format!(
+        "CREATE SEQUENCE {prefix}_fence; SELECT setval('{prefix}_fence', 5); CREATE ROLE {role} LOGIN; \
+         GRANT USAGE, SELECT ON SEQUENCE {prefix}_fence TO {role}; GRANT CREATE ON SCHEMA public TO {role}"
+    );
+    raw(&base).await.batch_execute(&setup).await.unwrap();
+    let (scheme, rest) = base.split_once("://").unwrap();
+    let as_role = format!("{scheme}://{role}@{}", rest.rsplit_once('@').map_or(rest, |(_, host)| host));
+
+    let outcome = async {
+        let client = LockClient::builder(url(Mode::Advisory, &as_role)).prefix(&prefix).connect().await?;
+        let satisfied = client.ensure_fence_at_least("orders", Fence::new(3)).await?;
+        Ok::<_, lockkit::Error>((satisfied, client.ensure_fence_at_least("orders", Fence::new(50)).await))
+    }
+    .await;
+
+    let cleanup = format!("DROP SEQUENCE {prefix}_fence; REVOKE CREATE ON SCHEMA public FROM {role}; DROP ROLE {role}");
+    raw(&base).await.batch_execute(&cleanup).await.unwrap();
+    let (satisfied, above) = outcome.unwrap();
+    assert_eq!(satisfied, Fence::new(5), "a raise already satisfied answers with the value");
+    let refused = above.expect_err("the role may not set the sequence");
+    assert_eq!(refused.kind(), ErrorKind::Config, "{refused}");
+    assert!(!refused.is_retryable(), "{refused}");
+    assert!(refused.to_string().contains(&format!("setval('{prefix}_fence', 50)")), "{refused}");
+}
+
 /// How long a waiter behind a PgBouncer may wait: the holder's 30 s lease and the 30 s wake
 /// safety interval both outlast it, so only a wake-up or polling can grant it before it ends.
 const BOUNCER_WAIT: Duration = Duration::from_secs(5);

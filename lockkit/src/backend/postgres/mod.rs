@@ -313,8 +313,9 @@ async fn raise_fence(shared: &Shared, at_least: Fence) -> Result<Fence> {
             if current >= at_least {
                 Ok(current)
             } else {
+                // A privilege that retrying will not grant: a setup problem, not an outage.
                 Err(Error::new(
-                    ErrorKind::Unavailable,
+                    ErrorKind::Config,
                     format!(
                         "cannot raise the fence sequence {} to {at_least} (it is at {current}): this role may not \
                          alter it; its owner can run SELECT setval('{}', {at_least})",
