@@ -165,5 +165,9 @@ fi
 
 status=0
 "$TARGET_DIR/chaos" "${runner_args[@]}" "$@" || status=$?
+# A full run's report goes into the READMEs' fault tables, passed or not: they show the last run.
+if [[ "$own_out_dir" -eq 0 && "$bounded" -eq 0 && -s loadtest/results/chaos-latest.json ]]; then
+    python3 -m loadtest.bench.readme chaos || status=1
+fi
 log "finished in $((SECONDS - started)) s (build included), exit $status"
 exit "$status"

@@ -23,6 +23,8 @@ writes loadtest/results/.
     publish.py     the result files and the console summary
     report_md.py   latest.md (pure)
     report_svg.py  latest.svg and latest-latency.svg (pure)
+    readme.py      the READMEs' generated tables (costs and speeds; fault rows, for make chaos) and
+                   the check that none is older than its results file
     machine.py     machine and git provenance
     tests/         pytest tests of the pure parts
 

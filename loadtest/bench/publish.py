@@ -4,10 +4,12 @@ last complete one alone) and the console summary."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from . import locks
 from .processes import log, rel
+from .readme import RESULTS, write_blocks
 from .report_md import LATENCY_SVG, fmt, markdown, wrk_cost
 from .report_svg import svg_chart, svg_latency
 from .result import RunResult, prune_results
@@ -40,6 +42,9 @@ def write_results(res: RunResult, results: Path, stamp: str, complete: bool) -> 
         log("run aborted: latest.* left as they were")
         return
     (results / "latest.json").write_text(text)
+    if results.resolve() == RESULTS.resolve():  # the READMEs quote the project's results only
+        for readme in write_blocks("bench", json.loads(text)):
+            log(f"{readme}: costs-and-speeds table rewritten")
     (results / "latest.md").write_text(markdown(res))
     (results / "latest.svg").write_text(svg_chart(res))
     if res.latency:
