@@ -5,6 +5,7 @@ use actix_web::{HttpResponse, ResponseError, http::StatusCode};
 use serde_json::json;
 
 use crate::{
+    domain::Refusal,
     inventory::{InventoryError, gate::reconcile::ReconcileError},
     store::StoreError,
 };
@@ -24,21 +25,12 @@ pub enum ApiError {
     /// Admin route without the right bearer token.
     #[error("missing or wrong admin token")]
     Unauthorized,
-    /// No sale with that SKU.
-    #[error("no sale {0:?}")]
-    UnknownSale(String),
+    /// The sale turned the request down (unknown sale, sold out, user limit, reused key).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// No such route.
     #[error("no route {0}")]
     NotFound(String),
-    /// Not enough stock left for the quantity.
-    #[error("sold out")]
-    SoldOut,
-    /// The user already bought the per-user limit.
-    #[error("per-user limit reached")]
-    UserLimitReached,
-    /// The idempotency key was already used for a different order.
-    #[error("Idempotency-Key was already used for a different order")]
-    IdempotencyKeyReused,
     /// Reconciliation of a sale that does not use `redis-gate`.
     #[error("{0}")]
     NotRedisGate(String),
@@ -64,11 +56,11 @@ impl ApiError {
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Unauthorized => "unauthorized",
-            Self::UnknownSale(_) => "unknown_sale",
+            Self::Refused(Refusal::UnknownSale(_)) => "unknown_sale",
             Self::NotFound(_) => "not_found",
-            Self::SoldOut => "sold_out",
-            Self::UserLimitReached => "user_limit_reached",
-            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::Refused(Refusal::SoldOut) => "sold_out",
+            Self::Refused(Refusal::UserLimitReached) => "user_limit_reached",
+            Self::Refused(Refusal::IdempotencyKeyReused) => "idempotency_key_reused",
             Self::NotRedisGate(_) => "not_redis_gate",
             Self::QueueNotDrained(_) => "queue_not_drained",
             Self::Busy => "busy",
@@ -85,9 +77,11 @@ impl ResponseError for ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::UnknownSale(_) | Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::SoldOut | Self::UserLimitReached | Self::NotRedisGate(_) | Self::QueueNotDrained(_) => StatusCode::CONFLICT,
-            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Refused(Refusal::UnknownSale(_)) | Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Refused(Refusal::SoldOut | Refusal::UserLimitReached) | Self::NotRedisGate(_) | Self::QueueNotDrained(_) => {
+                StatusCode::CONFLICT
+            }
+            Self::Refused(Refusal::IdempotencyKeyReused) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Busy | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -125,10 +119,7 @@ impl From<StoreError> for ApiError {
 impl From<InventoryError> for ApiError {
     fn from(e: InventoryError) -> Self {
         match e {
-            InventoryError::UnknownSale(sku) => Self::UnknownSale(sku),
-            InventoryError::SoldOut => Self::SoldOut,
-            InventoryError::UserLimitReached => Self::UserLimitReached,
-            InventoryError::IdempotencyKeyReused => Self::IdempotencyKeyReused,
+            InventoryError::Refused(refusal) => Self::Refused(refusal),
             InventoryError::Busy => Self::Busy,
             InventoryError::RedisUnavailable(cause) => {
                 tracing::warn!(%cause, "redis unavailable");

@@ -16,7 +16,7 @@ async fn main() -> std::process::ExitCode {
     let app = match Application::build(&settings).await {
         Ok(app) => app,
         Err(e) => {
-            tracing::error!(error = %e, "cannot start");
+            tracing::error!(error = %e.chain(), "cannot start");
             return std::process::ExitCode::FAILURE;
         }
     };

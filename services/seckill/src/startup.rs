@@ -21,29 +21,47 @@ use crate::{
     traffic::Traffic,
 };
 
-/// Why the service could not start; each keeps its cause.
+/// Why the service could not start. Each keeps its cause as its `source`, so the log line shows
+/// the whole chain (see [`StartupError::chain`]).
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     /// PostgreSQL: unreachable, misconfigured, or a migration failed.
-    #[error("database: {0}")]
+    #[error("database")]
     Store(#[from] StoreError),
-    /// Redis: unreachable or misconfigured.
-    #[error("redis: {0}")]
-    Redis(String),
-    /// The listener could not be bound or started.
-    #[error("listen: {0}")]
-    Listen(String),
+    /// Redis: a bad `REDIS_URL`, or Redis unreachable.
+    #[error("redis")]
+    Redis(#[from] redis::RedisError),
+    /// The shard locks' server (`SECKILL_LOCK_URL`, any lockkit backend): unreachable or
+    /// misconfigured.
+    #[error("shard locks")]
+    Locks(#[from] lockkit::Error),
+    /// The listener could not be bound or started, or its address file not written.
+    #[error("listen ({what})")]
+    Listen {
+        /// What was being done: `bind 0.0.0.0:8080`, `SECKILL_ADDRESS_FILE /path`.
+        what: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-impl From<lockkit::Error> for StartupError {
-    fn from(e: lockkit::Error) -> Self {
-        Self::Redis(e.to_string())
+impl StartupError {
+    /// The error and every cause under it, `: `-separated, for the one log line.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            text.push_str(": ");
+            text.push_str(&e.to_string());
+            cause = e.source();
+        }
+        text
     }
-}
 
-impl From<redis::RedisError> for StartupError {
-    fn from(e: redis::RedisError) -> Self {
-        Self::Redis(e.to_string())
+    fn listen(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let what = what.into();
+        move |source| Self::Listen { what, source }
     }
 }
 
@@ -75,7 +93,7 @@ impl Application {
         let lock_url = settings.lock_url();
         let locks = LockClient::builder(lock_url).default_lease(settings.lock_lease).connect().await?;
         tracing::info!(backend = %locks.backend(), "shard locks connected");
-        let redis = redis::Client::open(redis_url).map_err(|e| StartupError::Redis(format!("REDIS_URL: {e}")))?;
+        let redis = redis::Client::open(redis_url)?;
         let redis_client = redis.clone();
         let redis = redis::aio::ConnectionManager::new(redis).await?;
         let hints = Hints::new(redis.clone());
@@ -113,8 +131,8 @@ impl Application {
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
         let traffic = web::Data::new(Traffic::default());
         let audits = web::Data::new(AuditGate::default());
-        let listener = TcpListener::bind(settings.listen).map_err(|e| StartupError::Listen(format!("bind {}: {e}", settings.listen)))?;
-        let address = listener.local_addr().map_err(|e| StartupError::Listen(e.to_string()))?;
+        let listener = TcpListener::bind(settings.listen).map_err(StartupError::listen(format!("bind {}", settings.listen)))?;
+        let address = listener.local_addr().map_err(StartupError::listen("local address"))?;
         let port = address.port();
         let workers = if settings.workers == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { settings.workers };
         let server = HttpServer::new(move || {
@@ -135,10 +153,10 @@ impl Application {
         .client_request_timeout(std::time::Duration::from_secs(20))
         .shutdown_timeout(10)
         .listen(listener)
-        .map_err(|e| StartupError::Listen(e.to_string()))?
+        .map_err(StartupError::listen("start the server"))?
         .run();
         if let Some(file) = &settings.address_file {
-            write_address(file, address).map_err(|e| StartupError::Listen(format!("SECKILL_ADDRESS_FILE {}: {e}", file.display())))?;
+            write_address(file, address).map_err(StartupError::listen(format!("SECKILL_ADDRESS_FILE {}", file.display())))?;
         }
         tracing::info!(port, workers, "seckill listening");
         Ok(Self { port, server, locks, owned, gate })

@@ -5,26 +5,31 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use seckill::{config::Settings, domain::Sku, inventory::gate::reconcile::reconcile, store::Db, telemetry};
+
+/// Reconciles a `redis-gate` sale's Redis keys from PostgreSQL, with the service's settings.
+#[derive(Debug, Parser)]
+#[command(name = "seckill-reconcile", version)]
+struct Args {
+    /// The sale to reconcile.
+    #[arg(value_parser = parse_sku)]
+    sku: Sku,
+    /// Wait for the sale's queue to drain first, instead of refusing while orders are queued.
+    #[arg(long)]
+    drain: bool,
+}
+
+fn parse_sku(raw: &str) -> Result<Sku, String> {
+    Sku::parse(raw)
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // clap exits with 2 on bad usage, as this tool always did.
+    let args = Args::parse();
     telemetry::init_tracing();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let drain = args.iter().any(|a| a == "--drain");
-    let skus: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let (Some(sku), 1, true) = (skus.first(), skus.len(), args.iter().all(|a| !a.starts_with("--") || a == "--drain")) else {
-        eprintln!("usage: seckill-reconcile SKU [--drain]");
-        return ExitCode::from(2);
-    };
-    let sku = match Sku::parse(sku) {
-        Ok(sku) => sku,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&sku, drain).await {
+    match run(&args.sku, args.drain).await {
         Ok(report) => {
             println!("{report}");
             ExitCode::SUCCESS

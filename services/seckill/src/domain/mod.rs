@@ -2,6 +2,7 @@
 //! re-checks input. Parsing returns a message meant for the client.
 
 mod order;
+mod refusal;
 mod sale;
 mod shard_claim;
 mod shard_id;
@@ -10,6 +11,7 @@ mod strategy;
 mod user_id;
 
 pub use order::{OrderBody, OrderRequest, Quantity};
+pub use refusal::Refusal;
 pub use sale::{Sale, SaleSpec, SaleSpecBody};
 pub use shard_claim::ShardClaim;
 pub use shard_id::ShardId;

@@ -1,8 +1,10 @@
 use std::fmt;
 
 /// A sale's identifier: 1 to 64 characters of `A-Z a-z 0-9 - _ .` (it becomes part of Redis keys,
-/// so braces and spaces are excluded).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// so braces and spaces are excluded). Deserializing validates it, so a route takes
+/// `web::Path<Sku>` and a malformed SKU is answered 400 before the handler runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub struct Sku(String);
 
 impl Sku {
@@ -15,6 +17,14 @@ impl Sku {
     /// The SKU text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl TryFrom<String> for Sku {
+    type Error = String;
+
+    fn try_from(raw: String) -> Result<Self, String> {
+        Self::parse(&raw)
     }
 }
 

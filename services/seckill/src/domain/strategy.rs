@@ -3,8 +3,8 @@ use std::{fmt, str::FromStr};
 /// How a sale protects its stock; chosen per sale, so strategies can be compared side by side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StrategyKind {
-    /// Read, then write, no lock: oversells under load. The control.
-    None,
+    /// `none` on the wire: read, then write, no lock; oversells under load. The control.
+    NoLock,
     /// Redis shard locks around read-then-write, no fencing: safe until a holder outlives its lease.
     RedisLock,
     /// Redis shard locks plus fenced writes: safe also when a lease is lost.
@@ -33,7 +33,7 @@ pub enum StrategyKind {
 impl StrategyKind {
     /// Every strategy, in the order the comparison reports them.
     pub const ALL: [StrategyKind; 10] = [
-        Self::None,
+        Self::NoLock,
         Self::RedisLock,
         Self::ShardedFenced,
         Self::DbAtomic,
@@ -48,7 +48,7 @@ impl StrategyKind {
     /// The wire name (`sharded-fenced`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::None => "none",
+            Self::NoLock => "none",
             Self::RedisLock => "redis-lock",
             Self::ShardedFenced => "sharded-fenced",
             Self::DbAtomic => "db-atomic",

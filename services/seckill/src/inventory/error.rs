@@ -1,24 +1,15 @@
 //! [`InventoryError`]: why the inventory could not sell, or could not say. Expected refusals
-//! (sold out, a user limit, a reused key) are variants a caller matches on; dependencies that
-//! are away are retryable; the rest are bugs. The HTTP edge maps each to a status.
+//! (sold out, a user limit, a reused key) are a [`Refusal`] a caller matches on; dependencies
+//! that are away are retryable; the rest are bugs. The HTTP edge maps each to a status.
 
-use crate::store::StoreError;
+use crate::{domain::Refusal, store::StoreError};
 
 /// Why an inventory operation did not complete.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum InventoryError {
-    /// No sale with that SKU.
-    #[error("no sale {0:?}")]
-    UnknownSale(String),
-    /// Fewer units left than asked, confirmed by PostgreSQL.
-    #[error("sold out")]
-    SoldOut,
-    /// The user already bought the per-user limit.
-    #[error("per-user limit reached")]
-    UserLimitReached,
-    /// The idempotency key was already used for a different order.
-    #[error("Idempotency-Key was already used for a different order")]
-    IdempotencyKeyReused,
+    /// The sale turned the order down (unknown sale, sold out, user limit, reused key).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// The request deadline passed (waiting for stock, a lock, or admission).
     #[error("busy, retry shortly")]
     Busy,

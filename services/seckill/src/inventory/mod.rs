@@ -29,8 +29,7 @@ use shard_locks::ShardLocks;
 use strategies::{Attempt, BuyError, Ctx, Strategy};
 
 use crate::{
-    domain::Sale,
-    domain::{Fencing, GateAck, OrderRequest, SaleSpec, Sku},
+    domain::{Fencing, GateAck, OrderRequest, Refusal, Sale, SaleSpec, Sku},
     store::{Db, OrderRecord, StoreError},
 };
 
@@ -208,7 +207,7 @@ impl Inventory {
         if let Some(sale) = still {
             return Ok(SaleView { hints: fetched.for_sale(&sale), sale });
         }
-        let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| InventoryError::UnknownSale(sku.to_string()))?;
+        let sale = self.ctx.db.sale(sku).await?.ok_or_else(|| Refusal::UnknownSale(sku.to_string()))?;
         let hints = match fetched.for_sale(&sale) {
             Some(hints) => hints,
             // New sale to this instance, a reset, or Redis lost its data: republish the hints.
@@ -269,7 +268,7 @@ impl Inventory {
                 Err(e) => return e.into(),
             }
         }
-        InventoryError::SoldOut
+        InventoryError::from(Refusal::SoldOut)
     }
 
     /// Sells `request` from the sale, or explains why not.
@@ -446,7 +445,7 @@ impl Inventory {
             Some(prior) if prior.user_id == request.user_id.as_str() && prior.quantity == request.quantity.get() => {
                 Ok(Some(Purchase { record: prior, replayed: true }))
             }
-            Some(_) => Err(InventoryError::IdempotencyKeyReused),
+            Some(_) => Err(Refusal::IdempotencyKeyReused.into()),
         }
     }
 
@@ -454,7 +453,7 @@ impl Inventory {
     /// refusal (a user limit; a duplicate key without an order is a bug; errors pass through).
     async fn refuse(&self, sale: &Sale, request: &OrderRequest, why: BuyError) -> Result<Purchase, InventoryError> {
         let refusal = match why {
-            BuyError::UserLimit => InventoryError::UserLimitReached,
+            BuyError::UserLimit => Refusal::UserLimitReached.into(),
             BuyError::DuplicateKey => InventoryError::Bug("duplicate idempotency key without an order".into()),
             BuyError::Api(e) => return Err(e),
         };

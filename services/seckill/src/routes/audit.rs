@@ -10,7 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use actix_web::{HttpResponse, web};
 use tokio::sync::Semaphore;
 
-use crate::{domain::Sku, error::ApiError, inventory::Inventory};
+use crate::{
+    domain::{Refusal, Sku},
+    error::ApiError,
+    inventory::Inventory,
+};
 
 /// Audits that may wait for the running one.
 pub(super) const MAX_QUEUED: usize = 4;
@@ -32,12 +36,12 @@ impl Default for AuditGate {
 pub(super) async fn audit(
     inventory: web::Data<Inventory>,
     gate: web::Data<AuditGate>,
-    sku: web::Path<String>,
+    sku: web::Path<Sku>,
 ) -> Result<HttpResponse, ApiError> {
-    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
+    let sku = sku.into_inner();
     let _in_line = InLine::join(&gate).ok_or(ApiError::Busy)?;
     let _turn = gate.running.acquire().await;
-    let audit = inventory.db().audit(&sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
+    let audit = inventory.db().audit(&sku).await?.ok_or_else(|| Refusal::UnknownSale(sku.to_string()))?;
     Ok(HttpResponse::Ok().json(audit))
 }
 

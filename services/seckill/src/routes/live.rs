@@ -5,15 +5,20 @@
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
-use crate::{domain::Sku, error::ApiError, inventory::Inventory, traffic::Traffic};
+use crate::{
+    domain::{Refusal, Sku},
+    error::ApiError,
+    inventory::Inventory,
+    traffic::Traffic,
+};
 
 pub(super) async fn live(
     inventory: web::Data<Inventory>,
     traffic: web::Data<Traffic>,
-    sku: web::Path<String>,
+    sku: web::Path<Sku>,
 ) -> Result<HttpResponse, ApiError> {
-    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
-    let sale = inventory.db().live_sale(&sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
+    let sku = sku.into_inner();
+    let sale = inventory.db().live_sale(&sku).await?.ok_or_else(|| Refusal::UnknownSale(sku.to_string()))?;
     Ok(HttpResponse::Ok().json(json!({
         "sale": sale,
         "instance": inventory.owned().instance(),

@@ -16,10 +16,11 @@ pub(super) async fn create_order(
     req: HttpRequest,
     inventory: web::Data<Inventory>,
     traffic: web::Data<Traffic>,
-    sku: web::Path<String>,
+    sku: web::Path<Sku>,
     body: web::Json<OrderBody>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
+    let sku = sku.into_inner();
     let result = place(&req, &inventory, &sku, body.into_inner()).await;
     let outcome = match &result {
         Ok(response) if response.status().as_u16() == 200 => "replayed",
@@ -28,22 +29,19 @@ pub(super) async fn create_order(
     };
     metrics::counter!("seckill_orders_total", "outcome" => outcome).increment(1);
     metrics::histogram!("seckill_order_duration_seconds", "outcome" => outcome).record(started.elapsed().as_secs_f64());
-    // Only answers about an existing sale: unknown or malformed SKUs must not fill the window.
-    if !matches!(outcome, "unknown_sale" | "invalid_request")
-        && let Ok(sku) = Sku::parse(&sku)
-    {
+    // Only answers about an existing sale: unknown SKUs must not fill the window.
+    if !matches!(outcome, "unknown_sale" | "invalid_request") {
         traffic.record(&sku, outcome, started.elapsed());
     }
     result
 }
 
-async fn place(req: &HttpRequest, inventory: &Inventory, sku: &str, body: OrderBody) -> Result<HttpResponse, ApiError> {
-    let sku = Sku::parse(sku).map_err(ApiError::InvalidRequest)?;
+async fn place(req: &HttpRequest, inventory: &Inventory, sku: &Sku, body: OrderBody) -> Result<HttpResponse, ApiError> {
     let key = match req.headers().get("Idempotency-Key") {
         None => None,
         Some(v) => Some(v.to_str().map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))?),
     };
-    let view = inventory.sale(&sku).await?;
+    let view = inventory.sale(sku).await?;
     let request = OrderRequest::parse(body, key, view.sale.spec.max_per_order).map_err(ApiError::InvalidRequest)?;
     let purchase = inventory.buy(&view, &request).await?;
     let mut response = if purchase.replayed { HttpResponse::Ok() } else { HttpResponse::Created() };

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use crate::{domain::Sku, error::ApiError, inventory::Inventory};
 
-pub(super) async fn owners(inventory: web::Data<Inventory>, sku: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
+pub(super) async fn owners(inventory: web::Data<Inventory>, sku: web::Path<Sku>) -> Result<HttpResponse, ApiError> {
+    let sku = sku.into_inner();
     let owned = inventory.owned();
     Ok(HttpResponse::Ok().json(json!({"instance": owned.instance(), "shards": owned.ownership(&sku)})))
 }

@@ -5,7 +5,11 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 
 use super::admin::Admin;
-use crate::{domain::Sku, error::ApiError, inventory::Inventory};
+use crate::{
+    domain::{Refusal, Sku},
+    error::ApiError,
+    inventory::Inventory,
+};
 
 /// `?drain=1`: wait (bounded) for the queue to empty instead of refusing.
 #[derive(Debug, Deserialize)]
@@ -18,16 +22,16 @@ pub(super) struct ReconcileQuery {
 pub(super) async fn reconcile(
     _: Admin,
     inventory: web::Data<Inventory>,
-    sku: web::Path<String>,
+    sku: web::Path<Sku>,
     query: web::Query<ReconcileQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
+    let sku = sku.into_inner();
     let drain = match query.drain {
         None | Some(0) => false,
         Some(1) => true,
         Some(_) => return Err(ApiError::InvalidRequest("drain must be 0 or 1".into())),
     };
-    let sale = inventory.db().sale(&sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
+    let sale = inventory.db().sale(&sku).await?.ok_or_else(|| Refusal::UnknownSale(sku.to_string()))?;
     let report = inventory.gate().reconcile(&sale, drain).await?;
     Ok(HttpResponse::Ok().json(report))
 }

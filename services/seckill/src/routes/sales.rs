@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::admin::Admin;
 use crate::{
-    domain::{SaleSpec, SaleSpecBody, Sku},
+    domain::{Refusal, SaleSpec, SaleSpecBody, Sku},
     error::ApiError,
     inventory::Inventory,
 };
@@ -14,10 +14,10 @@ use crate::{
 pub(super) async fn put_sale(
     _: Admin,
     inventory: web::Data<Inventory>,
-    sku: web::Path<String>,
+    sku: web::Path<Sku>,
     body: web::Json<SaleSpecBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
+    let sku = sku.into_inner();
     let spec = SaleSpec::parse(body.into_inner()).map_err(ApiError::InvalidRequest)?;
     let sale = inventory.put_sale(&sku, &spec).await?;
     Ok(HttpResponse::Ok().json(json!({
@@ -32,9 +32,9 @@ pub(super) async fn put_sale(
 
 /// The sale's stock, overall and per shard, from the shard rows alone: a public route must not
 /// be a way to run the audit's aggregate over every order (that is `/audit`, admin or gated).
-pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let sku = Sku::parse(&sku).map_err(ApiError::InvalidRequest)?;
-    let sale = inventory.db().live_sale(&sku).await?.ok_or_else(|| ApiError::UnknownSale(sku.to_string()))?;
+pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<Sku>) -> Result<HttpResponse, ApiError> {
+    let sku = sku.into_inner();
+    let sale = inventory.db().live_sale(&sku).await?.ok_or_else(|| Refusal::UnknownSale(sku.to_string()))?;
     Ok(HttpResponse::Ok().json(json!({
         "sku": sale.sku,
         "total": sale.total,

@@ -81,7 +81,7 @@ use self::{
 use super::strategies::BuyError;
 use crate::{
     config::Failpoint,
-    domain::{GateAck, OrderRequest, Sale, Sku},
+    domain::{GateAck, OrderRequest, Refusal, Sale, Sku},
     inventory::InventoryError,
     store::{Db, GateWritten, OrderRecord, StoreError},
 };
@@ -198,7 +198,7 @@ impl Gate {
             }
             Decision::Replay(prior) => {
                 if prior.user_id != user || prior.quantity != request.quantity.get() {
-                    return Err(BuyError::Api(InventoryError::IdempotencyKeyReused));
+                    return Err(BuyError::Api(InventoryError::from(Refusal::IdempotencyKeyReused)));
                 }
                 if ack == GateAck::Database {
                     self.ensure_writer(&sale.sku);

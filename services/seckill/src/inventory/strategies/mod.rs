@@ -90,7 +90,7 @@ pub trait Strategy: Send + Sync {
 /// per request (see [`owned`](crate::inventory::owned)) and the gate ([`gate`](crate::inventory::gate)).
 pub fn for_kind(kind: StrategyKind) -> Option<&'static dyn Strategy> {
     Some(match kind {
-        StrategyKind::None => &none::NoLock,
+        StrategyKind::NoLock => &none::NoLock,
         StrategyKind::RedisLock => &redis_lock::RedisLock,
         StrategyKind::ShardedFenced => &sharded_fenced::ShardedFenced,
         StrategyKind::DbAtomic => &db_atomic::DbAtomic,
