@@ -5,20 +5,10 @@ use tokio_postgres::Client;
 
 use super::StoreError;
 
-/// `(version, sql)` in order; append only.
-const MIGRATIONS: &[(i32, &str)] = &[
-    (1, include_str!("../../migrations/0001_schema.sql")),
-    (2, include_str!("../../migrations/0002_owned_shards.sql")),
-    (3, include_str!("../../migrations/0003_shard_owner.sql")),
-    (4, include_str!("../../migrations/0004_redis_gate.sql")),
-    (5, include_str!("../../migrations/0005_gate_epoch.sql")),
-    (6, include_str!("../../migrations/0006_claim_log.sql")),
-    (7, include_str!("../../migrations/0007_lease_expiry.sql")),
-    (8, include_str!("../../migrations/0008_set_based_batch.sql")),
-    (9, include_str!("../../migrations/0009_set_based_gate_write.sql")),
-    (10, include_str!("../../migrations/0010_hot_path_without_foreign_keys.sql")),
-    (12, include_str!("../../migrations/0012_refusals_without_the_sale_row.sql")),
-];
+/// `(version, sql)` in order; append only. Version 1 is the whole schema, squashed from the
+/// migrations before it while nothing was deployed (0.1.0): a database that had applied those
+/// (versions 1 to 12) has this schema already, so it applies nothing here.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../migrations/0001_schema.sql"))];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6563_6b69_6c6c;

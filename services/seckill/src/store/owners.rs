@@ -1,5 +1,5 @@
 //! What a shard owner writes: the claim that takes a shard over, and the batch commit that
-//! writes everything it decided since (see `migrations/0002_owned_shards.sql`).
+//! writes everything it decided since (see `migrations/0001_schema.sql`, `seckill_claim` and `seckill_commit_batch`).
 //!
 //! Both run on the critical pool, whose connections carry a `statement_timeout` and a TCP user
 //! timeout below the lease, and both are bounded on the client side too: a batch that does not

@@ -15,4 +15,5 @@ mod openapi;
 mod orders;
 mod owned;
 mod sales;
+mod schema;
 mod shutdown;
