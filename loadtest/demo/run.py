@@ -163,7 +163,7 @@ def start_instance(name: str, port: int, database_url: str, token: str) -> Insta
     env = dict(os.environ)
     env.update({
         "SECKILL_BIN": str(SECKILL_BIN), "SECKILL_LISTEN": f"127.0.0.1:{port}", "SECKILL_INSTANCE": name,
-        "SECKILL_ADMIN_TOKEN": token, "DATABASE_URL": database_url, "SECKILL_LOCK_LEASE_MS": str(LEASE_MS),
+        "SECKILL_ADMIN_TOKEN": token, "DATABASE_URL": database_url, "SECKILL_LOCKS__LEASE_MS": str(LEASE_MS),
         "RUST_LOG": env.get("RUST_LOG", "warn"),
     })
     label = f"seckill-{name}"

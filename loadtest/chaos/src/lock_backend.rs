@@ -1,6 +1,6 @@
 //! Where the service's shard locks live in a scenario: the suite's Redis (every scenario), or one
 //! of lockkit's coordination backends (`zk://`, `etcd://`, `postgres://`), selected through
-//! seckill's `SECKILL_LOCK_URL`. The fenced `pause`, the unfenced `control` and `session-loss` run
+//! seckill's `SECKILL_LOCKS__URL`. The fenced `pause`, the unfenced `control` and `session-loss` run
 //! against each of them.
 
 use std::net::SocketAddr;

@@ -29,11 +29,11 @@ impl Mode {
 /// The settings of the seckill instances under test.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServiceSettings {
-    /// `SECKILL_LOCK_LEASE_MS`: short, so that faults outlast it.
+    /// `SECKILL_LOCKS__LEASE_MS`: short, so that faults outlast it.
     pub lock_lease_ms: u64,
     /// `SECKILL_REQUEST_DEADLINE_MS`.
     pub request_deadline_ms: u64,
-    /// `SECKILL_DB_POOL`.
+    /// `SECKILL_POOLS__GENERAL`.
     pub db_pool: u32,
     /// `SECKILL_WORKERS`.
     pub workers: u32,

@@ -1,5 +1,5 @@
 //! seckill: a reference flash-sale service. Stock is split over shards, each guarded by a lock
-//! from [`lockkit`] on whichever backend `SECKILL_LOCK_URL` names (Redis unless set); every write
+//! from [`lockkit`] on whichever backend `SECKILL_LOCKS__URL` names (Redis unless set); every write
 //! to PostgreSQL is fenced, so it never oversells, also when a lock holder pauses past its lease,
 //! the lock server loses its data, or the network splits.
 //!
@@ -25,6 +25,8 @@ pub mod error;
 pub mod failpoint;
 pub mod inventory;
 pub mod routes;
+#[cfg(test)]
+mod settings_doc;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

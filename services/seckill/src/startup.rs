@@ -31,7 +31,7 @@ pub enum StartupError {
     /// Redis: a bad `REDIS_URL`, or Redis unreachable.
     #[error("redis")]
     Redis(#[from] redis::RedisError),
-    /// The shard locks' server (`SECKILL_LOCK_URL`, any lockkit backend): unreachable or
+    /// The shard locks' server (`SECKILL_LOCKS__URL`, any lockkit backend): unreachable or
     /// misconfigured.
     #[error("shard locks")]
     Locks(#[from] lockkit::Error),
@@ -82,16 +82,11 @@ impl Application {
     pub async fn build(settings: &Settings) -> Result<Self, StartupError> {
         // Install the recorder before lockkit starts recording.
         telemetry::prometheus();
-        let db = Db::connect(
-            settings.database_url.expose(),
-            settings.db_pool_size,
-            settings.db_critical_pool_size,
-            settings.owner_write_bound(),
-        )
-        .await?;
+        let db = Db::connect(settings.database_url.expose(), settings.pools.general, settings.pools.critical, settings.owner_write_bound())
+            .await?;
         let redis_url = settings.redis_url.expose();
         let lock_url = settings.lock_url();
-        let locks = LockClient::builder(lock_url).default_lease(settings.lock_lease).connect().await?;
+        let locks = LockClient::builder(lock_url).default_lease(settings.locks.lease).connect().await?;
         tracing::info!(backend = %locks.backend(), "shard locks connected");
         let redis = redis::Client::open(redis_url)?;
         let redis_client = redis.clone();
@@ -101,19 +96,19 @@ impl Application {
         // An order decided just before its deadline may wait for the batch in flight, its own
         // batch, and a lease renewal if its shard's lease ran short: that is its grace.
         let bounds =
-            RequestBounds { deadline: settings.request_deadline, answer_grace: settings.lock_lease + 2 * settings.owner_write_bound() };
+            RequestBounds { deadline: settings.request_deadline, answer_grace: settings.locks.lease + 2 * settings.owner_write_bound() };
         let placement = PlacementSettings {
             instance: if settings.instance.is_empty() { format!("{:016x}", rand::random::<u64>()) } else { settings.instance.clone() },
             write_bound: settings.owner_write_bound(),
-            idle_release: settings.idle_release,
+            idle_release: settings.owner.idle_release,
             interval: PLACEMENT_INTERVAL,
-            owner_idle: settings.idle_release.max(bounds.answer()),
-            lease: settings.lock_lease,
+            owner_idle: settings.owner.idle_release.max(bounds.answer()),
+            lease: settings.locks.lease,
         };
         let gate_settings = GateSettings {
             consumer: placement.instance.clone(),
-            claim_idle: settings.gate_claim_idle,
-            claim_interval: settings.gate_claim_interval,
+            claim_idle: settings.gate.claim_idle,
+            claim_interval: settings.gate.claim_interval,
             failpoint: settings.failpoint,
         };
         if let Some(failpoint) = settings.failpoint {
@@ -121,9 +116,9 @@ impl Application {
         }
         let gate = Arc::new(Gate::new(gate_settings, redis_client, redis.clone(), db.clone()));
         let batches = BatchSettings {
-            linger: settings.batch_linger,
-            lease_margin: settings.owner_lease_margin,
-            lock_order: if settings.batch_sorted_locks { LockOrder::Ascending } else { LockOrder::Arrival },
+            linger: settings.batch.linger,
+            lease_margin: settings.owner.lease_margin,
+            lock_order: if settings.batch.sorted_locks { LockOrder::Ascending } else { LockOrder::Arrival },
             failpoint: settings.failpoint,
         };
         let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);

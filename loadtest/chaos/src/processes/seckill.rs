@@ -25,7 +25,7 @@ pub struct InstanceSpec {
     pub name: String,
     /// `REDIS_URL`: the suite's Redis, or a fault proxy in front of it.
     pub redis_url: String,
-    /// `SECKILL_LOCK_URL`: where the shard locks live (`None`: the Redis URL).
+    /// `SECKILL_LOCKS__URL`: where the shard locks live (`None`: the Redis URL).
     pub lock_url: Option<String>,
     /// `DATABASE_URL`.
     pub database_url: String,
@@ -85,17 +85,17 @@ impl Instance {
             )
             .env("REDIS_URL", &spec.redis_url)
             .env(
-                "SECKILL_LOCK_URL",
+                "SECKILL_LOCKS__URL",
                 spec.lock_url.as_deref().unwrap_or_default(),
             )
             .env("DATABASE_URL", &spec.database_url)
             .env("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("SECKILL_LOCK_LEASE_MS", s.lock_lease_ms.to_string())
+            .env("SECKILL_LOCKS__LEASE_MS", s.lock_lease_ms.to_string())
             .env(
                 "SECKILL_REQUEST_DEADLINE_MS",
                 s.request_deadline_ms.to_string(),
             )
-            .env("SECKILL_DB_POOL", s.db_pool.to_string())
+            .env("SECKILL_POOLS__GENERAL", s.db_pool.to_string())
             .env("SECKILL_WORKERS", s.workers.to_string())
             .env("RUST_LOG", "info")
             .envs(spec.env.iter().map(|(k, v)| (k, v)))

@@ -71,11 +71,11 @@ const QUEUE_WAIT: Duration = Duration::from_secs(5);
 fn gate_env(specs: &mut [InstanceSpec]) {
     for spec in specs {
         spec.env.push((
-            "SECKILL_GATE_CLAIM_IDLE_MS".into(),
+            "SECKILL_GATE__CLAIM_IDLE_MS".into(),
             CLAIM_IDLE_MS.to_owned(),
         ));
         spec.env.push((
-            "SECKILL_GATE_CLAIM_INTERVAL_MS".into(),
+            "SECKILL_GATE__CLAIM_INTERVAL_MS".into(),
             CLAIM_INTERVAL_MS.to_owned(),
         ));
     }

@@ -1,4 +1,4 @@
-//! The locks of a sale's shards, through lockkit on whichever backend `SECKILL_LOCK_URL` names:
+//! The locks of a sale's shards, through lockkit on whichever backend `SECKILL_LOCKS__URL` names:
 //! one lock per shard, named `seckill:SKU:SHARD` (on Redis, the key `{lockkit:seckill:SKU:SHARD}`).
 
 use std::time::Instant;

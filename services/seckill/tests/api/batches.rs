@@ -4,7 +4,7 @@
 //! few users at the same moment: no batch fails, and each key yields one order. At the store, two
 //! batches that want the same users (or keys) in opposite orders are held at the same row until
 //! both wait, then let go: in ascending order both commit, and the control (arrival order,
-//! `SECKILL_BATCH_SORTED_LOCKS=false`) deadlocks every time. Then the function's outcome per order
+//! `SECKILL_BATCH__SORTED_LOCKS=false`) deadlocks every time. Then the function's outcome per order
 //! on a table of batches, and a lone order that waits for no linger.
 
 use std::{collections::HashMap, time::Duration};
@@ -32,7 +32,7 @@ fn big_sale(per_user_limit: u32) -> Value {
 async fn two_instances() -> [TestApp; 2] {
     let settings = || {
         let mut settings = test_settings();
-        settings.batch_linger = Duration::from_millis(50);
+        settings.batch.linger = Duration::from_millis(50);
         settings
     };
     [spawn_app_with(settings()).await, spawn_app_with(settings()).await]
@@ -149,7 +149,7 @@ async fn a_few_hot_users_on_both_instances_fail_no_batch() {
 #[tokio::test]
 async fn a_lone_order_waits_for_no_linger() {
     let mut settings = test_settings();
-    settings.batch_linger = Duration::from_secs(600);
+    settings.batch.linger = Duration::from_secs(600);
     let app = spawn_app_with(settings).await;
     let sku = app.create_sale(big_sale(2)).await;
 
@@ -383,7 +383,7 @@ async fn control_arrival_order_batches_deadlock_on_the_same_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_batch_that_lost_to_contention_keeps_its_shard_and_its_order() {
     let mut settings = test_settings();
-    settings.owner_write_timeout = Duration::from_millis(400);
+    settings.owner.write_timeout = Duration::from_millis(400);
     let app = spawn_app_with(settings).await;
     let sku = app.create_sale(big_sale(2)).await;
     assert_eq!(app.order(&sku, "warm", 1, Some("warm-1")).await.status(), StatusCode::CREATED);

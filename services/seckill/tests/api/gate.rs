@@ -15,8 +15,8 @@ use crate::{
 /// Short claim times, so a dead consumer's entries are taken over within the test's patience.
 fn gate_settings() -> Settings {
     let mut settings = test_settings();
-    settings.gate_claim_idle = Duration::from_millis(300);
-    settings.gate_claim_interval = Duration::from_millis(100);
+    settings.gate.claim_idle = Duration::from_millis(300);
+    settings.gate.claim_interval = Duration::from_millis(100);
     settings
 }
 
@@ -330,8 +330,8 @@ impl ArmedInstance {
             .env("SECKILL_LISTEN", "127.0.0.1:0")
             .env("SECKILL_ADDRESS_FILE", &address_file)
             .env("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("SECKILL_GATE_CLAIM_IDLE_MS", "300")
-            .env("SECKILL_GATE_CLAIM_INTERVAL_MS", "100")
+            .env("SECKILL_GATE__CLAIM_IDLE_MS", "300")
+            .env("SECKILL_GATE__CLAIM_INTERVAL_MS", "100")
             .env("SECKILL_WORKERS", "1")
             .env("SECKILL_FAILPOINT", failpoint)
             .stdout(std::process::Stdio::null())
@@ -485,7 +485,7 @@ async fn durable_polls(app: &TestApp) -> u64 {
 async fn a_durable_order_written_by_another_instance_is_answered_without_polling() {
     let settings = |name: &str| {
         let mut settings = gate_settings();
-        settings.gate_claim_idle = Duration::from_secs(3600);
+        settings.gate.claim_idle = Duration::from_secs(3600);
         settings.instance = crate::helpers::unique_sku(name);
         settings
     };

@@ -15,12 +15,12 @@ pub(crate) struct TestApp {
 
 /// Settings from the environment (`REDIS_URL`, `DATABASE_URL`), on a random port.
 pub(crate) fn test_settings() -> Settings {
-    let mut settings = Settings::default().with_env(|name| std::env::var(name).ok()).expect("valid test environment");
+    let mut settings = Settings::load().expect("valid test environment");
     settings.listen = "127.0.0.1:0".parse().unwrap();
     settings.admin_token = seckill::config::Secret::new(ADMIN_TOKEN);
     settings.workers = 2;
-    settings.db_pool_size = 8;
-    settings.db_critical_pool_size = 8;
+    settings.pools.general = 8;
+    settings.pools.critical = 8;
     settings
 }
 

@@ -136,7 +136,7 @@ async fn waiting_past_the_deadline_is_503_busy_with_retry_after() {
 #[tokio::test]
 async fn a_saturated_database_pool_is_503_busy_and_sells_nothing() {
     let mut settings = test_settings();
-    settings.db_pool_size = 1;
+    settings.pools.general = 1;
     let app = spawn_app_with(settings).await;
     let sku = app.create_sale(sale_body(10, 1, "db-pessimistic")).await;
     assert_eq!(app.order(&sku, "erin", 1, None).await.status(), StatusCode::CREATED, "warms the sale's caches");

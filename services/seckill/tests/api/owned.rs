@@ -16,9 +16,9 @@ use crate::{
 /// Short leases, so takeovers happen within the test's patience.
 fn owner_settings() -> Settings {
     let mut settings = test_settings();
-    settings.lock_lease = Duration::from_millis(1000);
-    settings.owner_write_timeout = Duration::from_millis(400);
-    settings.idle_release = Duration::from_millis(200);
+    settings.locks.lease = Duration::from_millis(1000);
+    settings.owner.write_timeout = Duration::from_millis(400);
+    settings.owner.idle_release = Duration::from_millis(200);
     settings
 }
 
@@ -185,10 +185,10 @@ async fn a_gracefully_stopped_owner_hands_its_shards_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deposed_owners_batch_is_refused_by_the_fence() {
     let mut slow_watchdog = owner_settings();
-    slow_watchdog.lock_lease = Duration::from_secs(30);
+    slow_watchdog.locks.lease = Duration::from_secs(30);
     // It keeps the idle shard in memory while the usurper sells (under load that takes longer
     // than the usual 200 ms, and an idle hand-back would leave it no stale batch to send).
-    slow_watchdog.idle_release = Duration::from_secs(30);
+    slow_watchdog.owner.idle_release = Duration::from_secs(30);
     let stale = spawn_app_with(slow_watchdog).await;
     let usurper = spawn_app_with(owner_settings()).await;
     let sku = stale.create_sale(sale(20, 1, "owned-shards")).await;
@@ -485,19 +485,19 @@ async fn instances_take_over_from_one_whose_database_is_blackholed() {
 /// An owner whose lock server went silent while its database is slow (1 s a request). Its lease
 /// is left to run out; with less left than that delay, an order arrives. With the lease margin the owner
 /// does not start that batch, so nothing of its lands after its lease; the control
-/// (`SECKILL_OWNER_LEASE_MARGIN=false`) writes it anyway, and the write lands after the lease
+/// (`SECKILL_OWNER__LEASE_MARGIN=false`) writes it anyway, and the write lands after the lease
 /// (the fence lets it through: nobody else claimed the shard). Returns such late writes.
 async fn writes_after_the_lease(lease_margin: bool) -> i64 {
     let database = FaultProxy::start("127.0.0.1:0".parse().unwrap(), pg_addr()).await.unwrap();
     let locks = FaultProxy::start("127.0.0.1:0".parse().unwrap(), redis_addr()).await.unwrap();
     let mut settings = owner_settings();
     settings.database_url = Secret::new(format!("postgres://seckill@{}/{}", database.addr(), database_name()));
-    settings.lock_url = Secret::new(format!("redis://{}", locks.addr()));
-    settings.owner_lease_margin = lease_margin;
-    settings.idle_release = Duration::from_secs(60);
+    settings.locks.url = Secret::new(format!("redis://{}", locks.addr()));
+    settings.owner.lease_margin = lease_margin;
+    settings.owner.idle_release = Duration::from_secs(60);
     // A long lease, so that a stalled test still orders with most of the last second left.
-    settings.lock_lease = Duration::from_secs(3);
-    settings.owner_write_timeout = Duration::from_millis(1200);
+    settings.locks.lease = Duration::from_secs(3);
+    settings.owner.write_timeout = Duration::from_millis(1200);
     let app = spawn_app_with(settings).await;
     let sku = app.create_sale(sale(20, 1, "owned-shards")).await;
     assert_eq!(buy(&app, &sku, "first").await.0, StatusCode::CREATED);
