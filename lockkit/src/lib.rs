@@ -13,6 +13,7 @@
 //! | `primitives` | reentrant, fair, read-write, semaphore and multi-lock: their scripts and constructors on [`LockClient`] |
 //! | `retire` | [`LockClient::retire_fence`]: fence counter hygiene for names that will not be used again |
 //! | `guard` | [`LockGuard`]: fence, loss signal, extend, release |
+//! | `run` | [`LockGuard::run`] and [`LockClient::with_lock`]: work under a lock, stopped when the lease is lost |
 //! | `lease` | shared state of a granted lease, its local deadline and renewal timetable; [`LeaseLoss`] |
 //! | `registry` | the leases a client holds and when the watchdog looks at them next |
 //! | `watchdog` | the background task: batched renewals, loss detection, background releases |
@@ -55,6 +56,7 @@ mod metrics;
 mod primitives;
 mod registry;
 mod retire;
+mod run;
 mod scripts;
 mod wake;
 mod watchdog;
