@@ -27,6 +27,7 @@
 //! | `inspect` | [`LockInfo`]: read-only views for operators (holders, queues, permits, lock-delay per primitive) |
 //! | `metrics` | metric names (the `metrics` facade; no exporter here) |
 //! | `error` | [`Error`], [`ErrorKind`] |
+//! | [`guide`] | documentation only: a page per backend, fencing, the primitives, the features in detail |
 //!
 //! Dependencies point one way: `client` → `acquire` → `guard` → `core` → `backend` (→
 //! `connections`, `scripts`, `wake`) and `registry` → `lease` → `clock`; `watchdog` → `core`;
@@ -48,6 +49,7 @@ mod fence;
 #[cfg(any(feature = "zookeeper", feature = "etcd", feature = "postgres"))]
 mod glob;
 mod guard;
+pub mod guide;
 mod hold;
 mod inspect;
 mod keys;
