@@ -7,11 +7,12 @@
 //!
 //! | layer | modules | what lives there |
 //! |---|---|---|
-//! | API | `client`, `acquire`, `guard`, `primitives`, `retire`, `inspect` | [`LockClient`] and its builder, [`Acquire`] and the wait loop, [`LockGuard`], the primitives' constructors, fence retirement, [`LockClient::inspect`] |
+//! | API | `client`, `acquire`, `guard`, `run`, `primitives`, `retire`, `inspect` | [`LockClient`] and its builder, [`Acquire`] and the wait loop, [`LockGuard`], work under a lock ([`LockGuard::run`], [`LockClient::with_lock`]), the primitives' constructors, fence retirement, [`LockClient::inspect`] |
 //! | tasks | `core`, `watchdog`, `registry`, `lease`, `wake`, `jobs` | what a client, its guards and its watchdog share; batched renewals and loss detection; the leases held and their timetables; wake-ups on release; background work |
 //! | backends | `backend` | the neutral `Backend` seam and each backend; the Redis layer (`backend::redis`) owns every Lua script |
 //! | data | `model` | [`Fence`], [`Error`], [`LeaseLoss`], [`BackendKind`] and [`Capability`], lock keys, what a lease holds, grants and renewals, [`LockInfo`], settings |
 //! | support | `clock`, `glob`, `metrics` | the lease clock (`CLOCK_BOOTTIME`), name patterns, metric names |
+//! | documentation | [`guide`] | a page per backend, fencing, the primitives, the features in detail |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@ mod core;
 #[cfg(any(feature = "zookeeper", feature = "etcd", feature = "postgres"))]
 mod glob;
 mod guard;
+pub mod guide;
 mod inspect;
 mod jobs;
 mod lease;
@@ -33,6 +35,7 @@ mod model;
 mod primitives;
 mod registry;
 mod retire;
+mod run;
 mod wake;
 mod watchdog;
 

@@ -2,6 +2,8 @@
 
 use std::{error::Error as StdError, fmt, time::Duration};
 
+use crate::LeaseLoss;
+
 /// What went wrong, coarsely. Match on it, or better, use the predicates on [`Error`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -46,6 +48,9 @@ pub enum ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    /// Why the lease ended, when this error reports a loss that the lease itself observed (the
+    /// work under [`LockGuard::run`](crate::LockGuard::run) was stopped by it).
+    loss: Option<LeaseLoss>,
     source: Option<Box<dyn StdError + Send + Sync + 'static>>,
 }
 
@@ -54,7 +59,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
+        Self { kind, message: message.into(), loss: None, source: None }
     }
 
     pub(crate) fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
@@ -68,6 +73,17 @@ impl Error {
 
     pub(crate) fn lease_lost(name: &str) -> Self {
         Self::new(ErrorKind::LeaseLost, format!("lease of lock {name:?} was lost"))
+    }
+
+    /// The lease of `name` was lost (for `cause`) while work ran under it, and the work was
+    /// dropped.
+    pub(crate) fn work_stopped(name: &str, cause: LeaseLoss) -> Self {
+        let mut error = Self::new(
+            ErrorKind::LeaseLost,
+            format!("lease of lock {name:?} was lost ({}) and the work under it was stopped", cause.label()),
+        );
+        error.loss = Some(cause);
+        error
     }
 
     /// `server` (the backend, or one of its nodes) gave no answer to `what` within `after`.
@@ -103,6 +119,14 @@ impl Error {
     /// The lease had already ended: the caller no longer owns the lock.
     pub fn is_lost(&self) -> bool {
         self.kind == ErrorKind::LeaseLost
+    }
+
+    /// Why the lease was lost, when the error came from the lease's own loss signal (the work
+    /// under [`LockGuard::run`](crate::LockGuard::run) or
+    /// [`LockClient::with_lock`](crate::LockClient::with_lock) was stopped by it). `None` for
+    /// every other error, including a loss found by an operation such as an extension.
+    pub fn lease_loss(&self) -> Option<LeaseLoss> {
+        self.loss
     }
 
     /// Redis was unreachable or slow (on Redlock: too few nodes answered); the same call may
@@ -187,7 +211,10 @@ mod tests {
         let t = Error::timeout("a", Duration::from_millis(5));
         assert!(t.is_timeout() && t.is_retryable() && !t.is_lost());
         let l = Error::lease_lost("a");
-        assert!(l.is_lost() && !l.is_retryable());
+        assert!(l.is_lost() && !l.is_retryable() && l.lease_loss().is_none());
+        let stopped = Error::work_stopped("a", crate::LeaseLoss::Expired);
+        assert!(stopped.is_lost() && !stopped.is_retryable());
+        assert_eq!(stopped.lease_loss(), Some(crate::LeaseLoss::Expired));
         let u = Error::unanswered(crate::BackendKind::Redis, "acquire", Duration::from_secs(1));
         assert!(u.is_unavailable() && u.is_retryable());
         assert!(t.to_string().contains("\"a\""));

@@ -23,6 +23,7 @@ mod operations;
 mod postgres;
 mod primitives;
 mod redlock;
+mod run;
 mod waiting;
 mod zookeeper;
 mod zookeeper_proxy;
