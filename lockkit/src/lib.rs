@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `client` | [`LockClient`] and its builder: a façade that validates settings, connects and starts the tasks; fence re-seeding |
 //! | `core` | what a client, its guards and its watchdog share (backend, settings, lease registry, job queue), and the idempotent release |
-//! | `backend` | the seam to the servers ([`BackendKind`]): one Redis, Redis Cluster, Redlock, ZooKeeper, etcd, a PostgreSQL lease table, PostgreSQL advisory locks (the last four behind features); the connection URL; the eviction-policy check at connect |
+//! | `backend` | the seam to the servers ([`BackendKind`]): one Redis, Redis Sentinel, Redis Cluster, Redlock, ZooKeeper, etcd, a PostgreSQL lease table, PostgreSQL advisory locks (the last four behind features); the connection URL; the eviction-policy check at connect |
 //! | `connections` | long-lived multiplexed connections taken from a deadpool pool (one Redis, each Redlock node) |
 //! | `acquire` | [`Acquire`]: the acquire script round trip and the wait loop, for every primitive; lock-delay |
 //! | `hold` | what a lease holds (plain lock, reentrant grant, read share, write grant, permit, fair waiter) and so which scripts acquire, extend and release it |

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | one Redis | `redis://`, `rediss://` | `single` |
 //! | Redis Cluster | `redis+cluster://`, `rediss+cluster://` | `cluster` |
+//! | one Redis master found through Sentinel | `redis+sentinel://`, `rediss+sentinel://` | `sentinel` |
 //! | Redlock over independent masters | `redlock://`, `redlocks://` | `redlock` |
 //! | ZooKeeper (feature `zookeeper`) | `zk://` | `zookeeper` |
 //! | etcd v3 (feature `etcd`) | `etcd://` | `etcd` |
@@ -19,6 +20,7 @@ mod eviction;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod redlock;
+mod sentinel;
 mod single;
 mod url;
 #[cfg(feature = "zookeeper")]
@@ -52,6 +54,11 @@ pub enum BackendKind {
     Redis,
     /// A Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
     RedisCluster,
+    /// One Redis master found through Sentinel and followed through failovers
+    /// (`redis+sentinel://`, `rediss+sentinel://`). After a failover, fences start above every
+    /// fence granted before it; a lock whose grant the failover lost may be held twice for at most
+    /// one lease.
+    RedisSentinel,
     /// Redlock over independent Redis masters (`redlock://`, `redlocks://`).
     Redlock {
         /// Masters in the URL.
@@ -74,6 +81,7 @@ impl fmt::Display for BackendKind {
         match self {
             Self::Redis => f.write_str("redis"),
             Self::RedisCluster => f.write_str("redis-cluster"),
+            Self::RedisSentinel => f.write_str("redis-sentinel"),
             Self::Redlock { nodes, quorum } => write!(f, "redlock ({quorum} of {nodes})"),
             Self::ZooKeeper => f.write_str("zookeeper"),
             Self::Etcd => f.write_str("etcd"),
@@ -217,6 +225,7 @@ pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: usize) 
     Ok(match url {
         BackendUrl::Redis(url) => Arc::new(single::SingleRedis::open(url, config, connections)?),
         BackendUrl::Cluster(nodes) => Arc::new(cluster::RedisCluster::open(nodes, config)?),
+        BackendUrl::Sentinel(url) => Arc::new(sentinel::RedisSentinel::open(url, config, connections)?),
         BackendUrl::Redlock(nodes) => Arc::new(redlock::Redlock::open(nodes, config, connections)?),
         #[cfg(feature = "zookeeper")]
         BackendUrl::ZooKeeper { servers, chroot, credentials } => {

@@ -5,6 +5,7 @@
 mod pgbouncer;
 #[cfg(feature = "postgres")]
 mod postgres_server;
+mod sentinel_servers;
 mod servers;
 mod support;
 
@@ -22,6 +23,7 @@ mod operations;
 mod postgres;
 mod primitives;
 mod redlock;
+mod sentinel;
 mod waiting;
 mod zookeeper;
 mod zookeeper_proxy;
