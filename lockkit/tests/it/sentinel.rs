@@ -7,7 +7,8 @@
 //! - fences granted after the failover are above every fence granted before it, so a store that
 //!   keeps the highest fence refuses the deposed holder (control: without the fence floor, the
 //!   lost fence is handed out again);
-//! - a waiter blocked before the failover is woken by a release on the new master.
+//! - a waiter blocked before the failover is woken by a release on the new master;
+//! - a client leaves a demoted master that is still up.
 
 use std::time::Duration;
 
@@ -130,4 +131,25 @@ async fn without_the_fence_floor_a_lost_grant_s_fence_is_handed_out_again() {
     assert_eq!(taken.fence(), lost_guard.fence(), "without the floor the lost fence comes back");
     assert!(!store.claim(taken.fence()), "and the store refuses the new holder's claim");
     taken.release().await.unwrap();
+}
+
+/// A client whose connections are on the master when it is failed over, and which stays up (a
+/// demoted master keeps answering, and accepts writes until the Sentinels reconfigure it): the
+/// client's next lock lands on the promoted replica, moved there by `+switch-master` or by the
+/// old master's `READONLY`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_leaves_a_demoted_master_for_the_promoted_one() {
+    let set = SentinelSet::start().await;
+    let client = LockClient::connect(&set.url()).await.unwrap();
+    let before = client.lock(&unique("sentinel-before"), Duration::from_secs(5)).await.unwrap();
+    assert!(before.release().await.unwrap());
+
+    set.failover().await;
+
+    let name = unique("sentinel-after");
+    let after = client.lock(&name, Duration::from_secs(60)).await.unwrap();
+    let on_promoted: bool =
+        redis::cmd("EXISTS").arg(keys(&name).0).query_async(&mut set.replica.conn().await).await.unwrap();
+    assert!(on_promoted, "the lock was granted by the promoted replica");
+    assert!(after.release().await.unwrap());
 }

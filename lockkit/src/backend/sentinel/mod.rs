@@ -24,8 +24,9 @@
 //! - **Fences never go backwards.** Before its first grant of a name, a promoted master's fence
 //!   counter is raised to a floor made of the failover's epoch (`fence_floor`), so every fence
 //!   granted after the failover is larger than every fence granted before it. A store that keeps
-//!   the highest fence it accepted (`WHERE fence <= $t`, or the claim `fence < $t`) then refuses
-//!   the writes of the holder that the failover deposed, as soon as the new holder has written.
+//!   the highest fence it accepted (a claim `WHERE fence < $t` sets `fence = $t`, every write says
+//!   `WHERE fence = $t`) then refuses the writes of the holder that the failover deposed, as soon
+//!   as the new holder has claimed.
 //! - **Exclusion after a failover is bounded by one lease.** The deposed holder's watchdog renews
 //!   on the new master, where its lock is gone, and reports the lease lost (`lost()`); it never
 //!   believes in its lease past the lease's own deadline anyway. So a lock whose grant or latest
