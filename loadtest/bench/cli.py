@@ -62,6 +62,9 @@ def parse_args(argv) -> argparse.Namespace:
                         "(no seckill instances, no strategy matrix, no HTTP/pgbench ceilings)")
     p.add_argument("--redlock-url", default=os.environ.get(locks.REDLOCK_URL_ENV, ""),
                    help=f"Redlock backend, redlock://h:p,... (default ${locks.REDLOCK_URL_ENV}; '' skips it)")
+    p.add_argument("--sentinel-url", default=os.environ.get(locks.SENTINEL_URL_ENV, ""),
+                   help=f"Redis Sentinel backend, redis+sentinel://h:p,.../name (default ${locks.SENTINEL_URL_ENV}; "
+                        "'' skips it)")
     p.add_argument("--cluster-url", default=os.environ.get(locks.CLUSTER_URL_ENV, ""),
                    help=f"Redis Cluster backend, redis+cluster://h:p,... (default ${locks.CLUSTER_URL_ENV}; '' skips it)")
     p.add_argument("--results-dir", type=Path, default=RESULTS, help="where result files go (default loadtest/results)")
@@ -129,7 +132,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     loopback_only(redis_url, "REDIS_URL")
     loopback_only(database_url, "DATABASE_URL")
     backends = ([] if args.no_ceilings or args.only_capacity
-                else locks.plan_backends(os.environ, redis_url, args.redlock_url, args.cluster_url))
+                else locks.plan_backends(os.environ, redis_url, args.redlock_url, args.cluster_url,
+                                         args.sentinel_url))
     needed = (LOCKCTL_BIN,) if args.only_locks else (SECKILL_BIN,) if args.only_capacity else (SECKILL_BIN, LOCKCTL_BIN)
     for binary in needed:
         if not os.access(binary, os.X_OK):

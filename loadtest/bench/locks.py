@@ -1,8 +1,9 @@
 """The lock benchmarks: `lockctl bench` on every lockkit backend the environment names, the peer
 lock libraries (loadtest/peers) at the same settings, and the ratios to the raw Redis pair rate.
 
-Backends come from URLs: one Redis (`REDIS_URL`), Redlock and Redis Cluster
-(`LOCKKIT_REDLOCK_URL`, `LOCKKIT_CLUSTER_URL`, from scripts/lock-servers.sh), ZooKeeper
+Backends come from URLs: one Redis (`REDIS_URL`), Redis Sentinel, Redlock and Redis Cluster
+(`LOCKKIT_SENTINEL_URL`, `LOCKKIT_REDLOCK_URL`, `LOCKKIT_CLUSTER_URL`, from
+scripts/lock-servers.sh), ZooKeeper
 (`ZOOKEEPER_URL`), etcd (`ETCD_URL`) and PostgreSQL (`DATABASE_URL`, as `postgres://` and as
 `postgres+advisory://`). The Redis backends are established: a failure there is a violation. A
 backend whose URL is unset, or whose lockctl cannot run it (a backend not built yet, a server not
@@ -29,18 +30,22 @@ PEER_LIBRARIES = ["rslock", "redis-py", "python-redis-lock", "node-redlock"]
 REDLOCK_PEERS = ["node-redlock", "rslock"]
 REDLOCK_URL_ENV = "LOCKKIT_REDLOCK_URL"
 CLUSTER_URL_ENV = "LOCKKIT_CLUSTER_URL"
-REDIS_KINDS = ("redis", "redlock", "cluster")
+SENTINEL_URL_ENV = "LOCKKIT_SENTINEL_URL"
+REDIS_KINDS = ("redis", "sentinel", "redlock", "cluster")
 
 
 def redis_nodes(url: str) -> tuple[str, list[str]]:
     """(kind, one redis:// URL per server) of a Redis lockkit URL, as lockkit reads it: `redis://`
     one Redis, `redis+cluster://h:p,h:p` a cluster's seed nodes (the first seed's credentials
-    apply to the others), `redlock://h:p,h:p,...` independent masters. Raises SetupError otherwise."""
+    apply to the others), `redlock://h:p,h:p,...` independent masters, `redis+sentinel://h:p,.../name`
+    the Sentinels (their data nodes come from `sentinel_data_nodes`). Raises SetupError otherwise."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise SetupError("a lock URL needs a scheme (redis://, redis+cluster:// or redlock://)")
+        raise SetupError("a lock URL needs a scheme (redis://, redis+sentinel://, redis+cluster:// or redlock://)")
     if scheme in ("redis", "rediss"):
         return "redis", [url]
+    if scheme in ("redis+sentinel", "rediss+sentinel"):
+        return "sentinel", sentinel_parts(url)[0]
     if scheme not in ("redis+cluster", "rediss+cluster", "redlock", "redlocks"):
         raise SetupError(f"unknown lock URL scheme {scheme!r}")
     node_scheme = "rediss" if scheme in ("rediss+cluster", "redlocks") else "redis"
@@ -51,6 +56,62 @@ def redis_nodes(url: str) -> tuple[str, list[str]]:
         creds = hosts[0].rpartition("@")[0] if "@" in hosts[0] else None
         return "cluster", [f"{node_scheme}://{creds}@{h}" if creds and "@" not in h else f"{node_scheme}://{h}" for h in hosts]
     return "redlock", [f"{node_scheme}://{h}" for h in hosts]
+
+
+def sentinel_parts(url: str) -> tuple[list[str], str, str, str]:
+    """(one redis:// URL per Sentinel, the master's name, the data nodes' scheme, their userinfo
+    with its '@' or '') of a `redis+sentinel://[userinfo@]h:p,h:p/name[/db][?query]` URL, as lockkit
+    reads it: the userinfo is the master's; `sentinel_username`/`sentinel_password` are the
+    Sentinels'."""
+    scheme, _, rest = url.partition("://")
+    node_scheme = "rediss" if scheme.startswith("rediss") else "redis"
+    rest, _, query = rest.partition("?")
+    authority, _, path = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    service = path.split("/")[0]
+    if not service:
+        raise SetupError(f"{scheme}:// URL without the master's name (…/master-name)")
+    params = dict(urllib.parse.parse_qsl(query))
+    sentinel_auth = ""
+    if "sentinel_username" in params or "sentinel_password" in params:
+        sentinel_auth = (urllib.parse.quote(params.get("sentinel_username", ""), safe="") + ":"
+                         + urllib.parse.quote(params.get("sentinel_password", ""), safe="") + "@")
+    host_list = [h.strip() for h in hosts.split(",")]
+    if any(not h or "@" in h for h in host_list):
+        raise SetupError(f"{scheme}:// URL with an empty host")
+    return [f"{node_scheme}://{sentinel_auth}{h}" for h in host_list], service, node_scheme, userinfo + at
+
+
+def sentinel_data_nodes(url: str) -> list[str]:
+    """The master and replicas that the first answering Sentinel of `url` names, master first, as
+    redis:// URLs with the master's credentials. Raises SetupError when no Sentinel answers."""
+    sentinels, service, node_scheme, userinfo = sentinel_parts(url)
+    errors = []
+    for sentinel in sentinels:
+        try:
+            master = Redis(sentinel).cli("SENTINEL", "get-master-addr-by-name", service, timeout=5).split()
+            replicas = Redis(sentinel).cli("SENTINEL", "replicas", service, timeout=5).splitlines()
+        except SetupError as e:
+            errors.append(str(e))
+            continue
+        if len(master) != 2:
+            errors.append(f"{host_port(sentinel)} does not know {service!r}")
+            continue
+        nodes = [f"{master[0]}:{master[1]}"] + [f"{r.get('ip')}:{r.get('port')}" for r in replica_fields(replicas)]
+        return [f"{node_scheme}://{userinfo}{n}" for n in nodes]
+    raise SetupError(f"no Sentinel of {host_port(sentinels[0])}... named a master for {service!r}: {'; '.join(errors)}")
+
+
+def replica_fields(lines: list[str]) -> list[dict[str, str]]:
+    """`SENTINEL replicas` as redis-cli prints it (field and value lines in turn, each replica's
+    starting with "name"): one dict per replica."""
+    replicas: list[dict[str, str]] = []
+    for field_name, value in zip(lines[::2], lines[1::2]):
+        if field_name == "name":
+            replicas.append({})
+        if replicas:
+            replicas[-1][field_name] = value
+    return replicas
 
 
 def host_port(url: str) -> str:
@@ -77,9 +138,12 @@ class LockBackend:
         return self.kind in REDIS_KINDS
 
     def check(self) -> None:
-        """Redis kinds: every server must answer PING; pids found for the CPU figures."""
+        """Redis kinds: every server must answer PING; pids found for the CPU figures. Sentinel:
+        the data nodes (master and replicas, whose CPU both count) are asked of the Sentinels."""
         if not self.established or self.not_run:
             return
+        if self.kind == "sentinel" and self.url:
+            self.node_urls = sentinel_data_nodes(self.url)
         nodes = [Redis(u) for u in self.node_urls]
         for node in nodes:
             try:
@@ -105,6 +169,9 @@ def _redis_backend(name_kind: str, url: str, source: str) -> LockBackend:
         raise SetupError(f"{source} must be a {name_kind} URL (got a {kind} one)")
     for node in nodes:
         loopback_only(node, source)
+    if kind == "sentinel":
+        # The data nodes are known once the Sentinels are asked (check()).
+        return LockBackend("sentinel", f"Sentinel ({len(nodes)} sentinels)", kind, url, source)
     name = "redis" if kind == "redis" else f"{kind}-{len(nodes)}"
     label = {"redis": "one Redis", "redlock": f"Redlock {len(nodes)} nodes", "cluster": f"Cluster {len(nodes)} masters"}[kind]
     return LockBackend(name, label, kind, url, source, node_urls=nodes)
@@ -128,16 +195,18 @@ def advisory_url(database_url: str) -> str | None:
     return f"postgres+advisory://{rest}" if sep and scheme in ("postgres", "postgresql") else None
 
 
-def plan_backends(env: Mapping[str, str], redis_url: str, redlock_url: str, cluster_url: str) -> list[LockBackend]:
+def plan_backends(env: Mapping[str, str], redis_url: str, redlock_url: str, cluster_url: str,
+                  sentinel_url: str = "") -> list[LockBackend]:
     """Every backend of the lock section, in table order; the first is the one Redis. Raises
     SetupError for a malformed or non-loopback Redis URL (the established backends)."""
     backends = [_redis_backend("redis", redis_url, "REDIS_URL")]
-    for kind, url, source in (("redlock", redlock_url, REDLOCK_URL_ENV), ("cluster", cluster_url, CLUSTER_URL_ENV)):
+    labels = {"sentinel": "Sentinel", "redlock": "Redlock", "cluster": "Cluster"}
+    for kind, url, source in (("sentinel", sentinel_url, SENTINEL_URL_ENV), ("redlock", redlock_url, REDLOCK_URL_ENV),
+                              ("cluster", cluster_url, CLUSTER_URL_ENV)):
         if url:
             backends.append(_redis_backend(kind, url, source))
         else:
-            label = "Redlock" if kind == "redlock" else "Cluster"
-            backends.append(LockBackend(kind, label, kind, None, source, not_run=f"{source} unset"))
+            backends.append(LockBackend(kind, labels[kind], kind, None, source, not_run=f"{source} unset"))
     database_url = env.get("DATABASE_URL") or None
     backends += [
         _other_backend("zk", "ZooKeeper", "zk", env.get("ZOOKEEPER_URL") or None, "ZOOKEEPER_URL"),

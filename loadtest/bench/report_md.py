@@ -289,8 +289,8 @@ def backend_rows(lk: dict) -> list[str]:
     servers = "; ".join(f"{be.get('label', n)}: {', '.join(be['nodes'])}" for n, be in backends.items() if be.get("nodes"))
     return ([f"## lockkit by backend (pairs/s and p99 µs of one pair; {lk['duration_ms']} ms per run, same run)", ""]
             + table([""] + LOCK_COLS, "l" + "r" * len(LOCK_COLS), rows)
-            + [f"Redis servers: {servers or '-'}. Backends come from URLs (REDIS_URL, LOCKKIT_REDLOCK_URL, "
-               "LOCKKIT_CLUSTER_URL, ZOOKEEPER_URL, ETCD_URL, DATABASE_URL as postgres:// and postgres+advisory://); one "
+            + [f"Redis servers: {servers or '-'}. Backends come from URLs (REDIS_URL, LOCKKIT_SENTINEL_URL, "
+               "LOCKKIT_REDLOCK_URL, LOCKKIT_CLUSTER_URL, ZOOKEEPER_URL, ETCD_URL, DATABASE_URL as postgres:// and postgres+advisory://); one "
                "whose URL is unset or that lockctl cannot run yet is shown as not run. Redis CPU µs/pair: utime+stime of "
                "the backend's redis-server processes (`/proc/PID/stat`, summed over its nodes) during the run, divided "
                "by its pairs (none for the other backends); for the raw Redis rows, the two redis-benchmark halves' CPU "

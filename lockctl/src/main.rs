@@ -7,8 +7,9 @@
 //! lockctl bench [--concurrency C] [--duration-ms D] [--locks K] [--fair]
 //! ```
 //!
-//! The URL picks the backend: `redis://` (one Redis), `redis+cluster://h:p,h:p` (a cluster's seed
-//! nodes), `redlock://h:p,h:p,...` (independent masters), `zk://h:p[,h:p]/chroot` (ZooKeeper),
+//! The URL picks the backend: `redis://` (one Redis), `redis+sentinel://h:p,h:p/master-name` (the
+//! master that these Sentinels name), `redis+cluster://h:p,h:p` (a cluster's seed nodes),
+//! `redlock://h:p,h:p,...` (independent masters), `zk://h:p[,h:p]/chroot` (ZooKeeper),
 //! `etcd://h:p[,h:p]` (etcd v3), `postgres://...` (a lease table) or `postgres+advisory://...`
 //! (session advisory locks). `--redis-url` (env `REDIS_URL`) is the older spelling of `--url`
 //! (env `LOCKKIT_URL`), which wins when both are given.
@@ -38,10 +39,11 @@ use crate::{
 #[derive(Parser)]
 #[command(
     version,
-    about = "Inspect, hold and benchmark lockkit locks on Redis, Redis Cluster, Redlock, ZooKeeper, etcd or PostgreSQL"
+    about = "Inspect, hold and benchmark lockkit locks on Redis, Redis Sentinel, Redis Cluster, Redlock, ZooKeeper, etcd or PostgreSQL"
 )]
 struct Cli {
-    /// Lock URL: `redis://[user:password@]host:port[/db]`, `redis+cluster://host:port,...`,
+    /// Lock URL: `redis://[user:password@]host:port[/db]`,
+    /// `redis+sentinel://[user:password@]host:port,.../master-name`, `redis+cluster://host:port,...`,
     /// `redlock://[user:password@]host:port,...`, `zk://[user:password@]host:port[,...]/chroot`,
     /// `etcd://[user:password@]host:port[,...]`, `postgres://...` or `postgres+advisory://...`.
     #[arg(long, env = "LOCKKIT_URL", hide_env_values = true)]

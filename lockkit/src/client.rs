@@ -65,6 +65,9 @@ impl LockClient {
     ///   nodes;
     /// - `redlock://[user:password@]host:port,...`: Redlock over independent masters (at least 3;
     ///   a majority must agree);
+    /// - `redis+sentinel://[user:password@]host:port,host:port,.../master-name[/db]`: the master
+    ///   that these Sentinels name, followed through failovers (the userinfo is the master's; the
+    ///   Sentinels' own AUTH comes from `?sentinel_username=..&sentinel_password=..`);
     /// - `zk://`, `etcd://`, `postgres://`, `postgres+advisory://` with the features `zookeeper`,
     ///   `etcd` and `postgres` (see the crate's backend table).
     ///

@@ -77,7 +77,14 @@ enum Command {
     Subscribe(String),
     /// The last local waiter left; unsubscribe unless a new one arrived meanwhile.
     Unsubscribe(String),
+    /// Drop the connection and connect again: the server moved (a Sentinel failover).
+    Reconnect,
 }
+
+/// Opens the pub/sub connection. Asked again on every reconnection, so that a backend whose
+/// server moves (Sentinel) points the next connection at the new one.
+pub(crate) type ConnectPubSub =
+    Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, redis::RedisResult<redis::aio::PubSub>> + Send + Sync>;
 
 /// Handle to the pub/sub task, or to a hub fed by the backend itself. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -104,10 +111,29 @@ impl WakeHub {
     /// Starts the task that owns the pub/sub connection (connecting lazily, reconnecting
     /// forever). Connecting and each (un)subscription are bounded by `command_timeout`.
     pub(crate) fn start(client: redis::Client, command_timeout: Duration) -> Self {
+        Self::start_with(
+            Arc::new(move || {
+                let client = client.clone();
+                Box::pin(async move { client.get_async_pubsub().await })
+            }),
+            command_timeout,
+        )
+    }
+
+    /// Like [`start`](Self::start), connecting wherever `connect` says at each (re)connection.
+    pub(crate) fn start_with(connect: ConnectPubSub, command_timeout: Duration) -> Self {
         let shared = Arc::new(Shared::default());
         let (commands, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, shared.clone(), rx, command_timeout));
+        tokio::spawn(run(connect, shared.clone(), rx, command_timeout));
         Self { shared, commands: Some(commands), command_timeout }
+    }
+
+    /// Drops the pub/sub connection and connects again (through the `connect` it started with):
+    /// the server moved. Waiters poll meanwhile and are woken to re-check once it is back.
+    pub(crate) fn reconnect(&self) {
+        if let Some(commands) = &self.commands {
+            let _ = commands.send(Command::Reconnect);
+        }
     }
 
     /// A hub that the backend feeds itself (a ZooKeeper watch, an etcd watch, a PostgreSQL
@@ -214,13 +240,13 @@ struct Done {
 }
 
 async fn run(
-    client: redis::Client,
+    connect: ConnectPubSub,
     shared: Arc<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
     command_timeout: Duration,
 ) {
     loop {
-        if let Ok(Ok(pubsub)) = tokio::time::timeout(command_timeout, client.get_async_pubsub()).await {
+        if let Ok(Ok(pubsub)) = tokio::time::timeout(command_timeout, connect()).await {
             let (sink, mut messages) = pubsub.split();
             let wanted: Vec<String> = shared.channels.lock().unwrap().keys().cloned().collect();
             if wanted.is_empty() || confirmed(command_timeout, sink.clone().subscribe(&wanted)).await {
@@ -239,6 +265,7 @@ async fn run(
                     tokio::select! {
                         command = commands.recv() => match command {
                             None => return,
+                            Some(Command::Reconnect) => break,
                             Some(Command::Subscribe(channel)) => match subscribed.get(&channel) {
                                 Some(&(_, true)) => shared.set_confirmed(&channel, true),
                                 // Confirmed when its confirmation arrives.

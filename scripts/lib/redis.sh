@@ -11,13 +11,24 @@
 #   redis_pid DIR                   the live pid in DIR/redis.pid, or nothing
 #   redis_ping PORT                 127.0.0.1:PORT answers PING (no redis-cli needed)
 #
-# Extra ARGs go to redis-server (e.g. --cluster-enabled yes). SERVICES_TIMEOUT bounds every wait
-# (seconds, default 60).
+# Extra ARGs go to redis-server (e.g. --cluster-enabled yes). With
+# `--sentinel NAME MASTER_PORT QUORUM DOWN_AFTER_MS FAILOVER_TIMEOUT_MS` as the first ARGs, the
+# server is a Sentinel monitoring 127.0.0.1:MASTER_PORT as NAME, from a fresh DIR/sentinel.conf
+# (Sentinel rewrites that file as it learns). SERVICES_TIMEOUT bounds every wait (seconds,
+# default 60).
 
 redis_command() {
     local dir="$1" port="$2"
     shift 2
-    REDIS_COMMAND=(redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no
+    local -a conf=()
+    if [[ "${1:-}" == --sentinel ]]; then
+        [[ $# -ge 6 ]] || die "--sentinel NAME MASTER_PORT QUORUM DOWN_AFTER_MS FAILOVER_TIMEOUT_MS"
+        printf 'sentinel monitor %s 127.0.0.1 %s %s\nsentinel down-after-milliseconds %s %s\nsentinel failover-timeout %s %s\n' \
+            "$2" "$3" "$4" "$2" "$5" "$2" "$6" >"$dir/sentinel.conf"
+        conf=("$dir/sentinel.conf" --sentinel)
+        shift 6
+    fi
+    REDIS_COMMAND=(redis-server "${conf[@]}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no
         --enable-debug-command local --dir "$dir" --logfile "$dir/redis.log" "$@")
 }
 

@@ -4,7 +4,7 @@ import pytest
 
 from bench.ceilings import pgbench_script
 from bench.latency import latency_specs, point_flag
-from bench.locks import advisory_url, lockctl_line, plan_backends
+from bench.locks import advisory_url, lockctl_line, plan_backends, replica_fields, sentinel_parts
 from bench.processes import SetupError
 from bench.result import stale_results
 from bench.settings import LoadModel, k6_defaults
@@ -59,7 +59,8 @@ def test_lock_backends_come_from_urls_and_unset_ones_are_not_run():
 
     backends = {b.name: b for b in plan_backends(env, "redis://127.0.0.1:6390", "redlock://127.0.0.1:6401,127.0.0.1:6402", "")}
 
-    assert list(backends) == ["redis", "redlock-2", "cluster", "zk", "etcd", "postgres", "postgres-advisory"]
+    assert list(backends) == ["redis", "sentinel", "redlock-2", "cluster", "zk", "etcd", "postgres", "postgres-advisory"]
+    assert backends["sentinel"].not_run == "LOCKKIT_SENTINEL_URL unset"
     assert backends["redlock-2"].node_urls == ["redis://127.0.0.1:6401", "redis://127.0.0.1:6402"]
     assert backends["cluster"].not_run == "LOCKKIT_CLUSTER_URL unset"
     assert backends["zk"].not_run == "ZOOKEEPER_URL unset"
@@ -73,6 +74,29 @@ def test_a_remote_new_backend_is_not_run_but_a_remote_redis_is_an_error():
     assert "loopback" in backends["zk"].not_run
     with pytest.raises(SetupError):
         plan_backends({}, "redis://10.0.0.1:6379", "", "")
+
+
+def test_a_sentinel_url_names_the_sentinels_and_the_master_s_credentials():
+    sentinels, service, scheme, userinfo = sentinel_parts(
+        "redis+sentinel://u:p@127.0.0.1:6421,127.0.0.1:6422/lockkit/0?sentinel_password=s%40c")
+
+    assert sentinels == ["redis://:s%40c@127.0.0.1:6421", "redis://:s%40c@127.0.0.1:6422"]
+    assert (service, scheme, userinfo) == ("lockkit", "redis", "u:p@")
+    backends = {b.name: b for b in plan_backends({}, "redis://127.0.0.1:6390", "", "",
+                                                 "redis+sentinel://127.0.0.1:6421,127.0.0.1:6422/lockkit")}
+    assert backends["sentinel"].kind == "sentinel" and backends["sentinel"].not_run is None
+    with pytest.raises(SetupError):
+        plan_backends({}, "redis://127.0.0.1:6390", "", "", "redis+sentinel://10.0.0.1:26379/lockkit")
+    with pytest.raises(SetupError):
+        sentinel_parts("redis+sentinel://127.0.0.1:6421")
+
+
+def test_sentinel_replicas_are_read_from_redis_cli_s_lines():
+    lines = ["name", "127.0.0.1:6423", "ip", "127.0.0.1", "port", "6423", "flags", "slave",
+             "name", "127.0.0.1:6424", "ip", "127.0.0.1", "port", "6424", "flags", "slave"]
+
+    assert [(r["ip"], r["port"]) for r in replica_fields(lines)] == [("127.0.0.1", "6423"), ("127.0.0.1", "6424")]
+    assert replica_fields([]) == []
 
 
 def test_advisory_url_keeps_the_rest_of_the_database_url():

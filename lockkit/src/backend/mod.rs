@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | one Redis | `redis://`, `rediss://` | `redis::single` |
 //! | Redis Cluster | `redis+cluster://`, `rediss+cluster://` | `redis::cluster` |
+//! | one Redis master found through Sentinel | `redis+sentinel://`, `rediss+sentinel://` | `redis::sentinel` |
 //! | Redlock over independent masters | `redlock://`, `redlocks://` | `redis::redlock` |
 //! | ZooKeeper (feature `zookeeper`) | `zk://` | `zookeeper` |
 //! | etcd v3 (feature `etcd`) | `etcd://` | `etcd` |
@@ -132,6 +133,7 @@ pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: usize) 
     Ok(match url {
         BackendUrl::Redis(url) => Arc::new(redis::single::SingleRedis::open(url, config, connections)?),
         BackendUrl::Cluster(nodes) => Arc::new(redis::cluster::RedisCluster::open(nodes, config)?),
+        BackendUrl::Sentinel(url) => Arc::new(redis::sentinel::RedisSentinel::open(url, config, connections)?),
         BackendUrl::Redlock(nodes) => Arc::new(redis::redlock::Redlock::open(nodes, config, connections)?),
         #[cfg(feature = "zookeeper")]
         BackendUrl::ZooKeeper { servers, chroot, credentials } => {

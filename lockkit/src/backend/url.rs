@@ -5,15 +5,19 @@
 //! | `redis://[user:password@]host:port[/db]`, `rediss://...` | one Redis (passed to redis-rs as is) |
 //! | `redis+cluster://[user:password@]host:port,host:port,...` | Redis Cluster, from these seed nodes |
 //! | `redlock://[user:password@]host:port,[user:password@]host:port,...` | Redlock over these masters |
-//!
+//! | `redis+sentinel://[user:password@]host:port,host:port,.../master-name[/db]` | one Redis, the master that these Sentinels name |
 //! | `zk://[user:password@]host:port[,host:port...][/chroot]` | ZooKeeper, locks under `chroot` (default `/`); with credentials, a digest identity that alone may touch the lock nodes |
 //! | `etcd://[user:password@]host:port[,host:port...]` | etcd v3 over these endpoints |
 //! | `postgres://...`, `postgresql://...` | PostgreSQL lease table (the URL goes to tokio-postgres) |
 //! | `postgres+advisory://...` | PostgreSQL session advisory locks |
 //!
-//! `rediss+cluster://` and `redlocks://` are the same over TLS (with the `tls` feature). Cluster
-//! credentials given on the first seed apply to every seed; Redlock credentials are per node, as
-//! its masters are independent.
+//! `rediss+cluster://`, `redlocks://` and `rediss+sentinel://` are the same over TLS (with the
+//! `tls` feature). Cluster credentials given on the first seed apply to every seed; Redlock
+//! credentials are per node, as its masters are independent. Sentinel: the userinfo is the
+//! master's (and its replicas'), as in redis-py's and rustis' `redis+sentinel://`; Sentinels that
+//! want their own AUTH get it from the query parameters `sentinel_username` and
+//! `sentinel_password` (percent-encoded, as in a userinfo), which are taken out; any other query
+//! parameter goes on to the master's URL.
 //!
 //! One query parameter is lockkit's own and is taken out before the URL goes on:
 //! `allow_eviction=true` lets a Redis backend connect to servers whose `maxmemory-policy` is not
@@ -30,6 +34,8 @@ pub(crate) enum BackendUrl {
     Cluster(Vec<String>),
     /// Independent masters for Redlock: one `redis://` URL per node.
     Redlock(Vec<String>),
+    /// Sentinels and the master they name.
+    Sentinel(SentinelUrl),
     /// A ZooKeeper ensemble: `host:port,host:port`, the chroot the locks live under, and the
     /// optional user and password of a digest identity.
     ZooKeeper { servers: String, chroot: String, credentials: Option<(String, String)> },
@@ -37,6 +43,36 @@ pub(crate) enum BackendUrl {
     Etcd { endpoints: Vec<String>, credentials: Option<(String, String)> },
     /// PostgreSQL: a `postgres://` URL for tokio-postgres, and which kind of lock.
     Postgres { url: String, mode: PgMode },
+}
+
+/// A `redis+sentinel://` URL, parsed. Holds credentials: never log it (its `Debug` hides them).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SentinelUrl {
+    /// One `redis://` URL per Sentinel, with the Sentinels' own credentials if the URL gave some.
+    pub(crate) sentinels: Vec<String>,
+    /// The name the Sentinels monitor the master under (`sentinel monitor NAME ...`).
+    pub(crate) service: String,
+    /// `redis` or `rediss`: the master is reached like the Sentinels.
+    scheme: &'static str,
+    /// The master's `user:password`, as written in the URL.
+    userinfo: Option<String>,
+    /// What follows the master's address in its URL: `/db` and the query, or nothing.
+    tail: String,
+}
+
+impl std::fmt::Debug for SentinelUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sentinel({} sentinel(s), master {:?}, credentials hidden)", self.sentinels.len(), self.service)
+    }
+}
+
+impl SentinelUrl {
+    /// The URL of the master that a Sentinel named at `ip`:`port`.
+    pub(crate) fn master_url(&self, ip: &str, port: u16) -> String {
+        let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_owned() };
+        let userinfo = self.userinfo.as_ref().map_or_else(String::new, |u| format!("{u}@"));
+        format!("{}://{userinfo}{host}:{port}{}", self.scheme, self.tail)
+    }
 }
 
 /// Which PostgreSQL lock a `postgres` URL asks for.
@@ -54,6 +90,7 @@ impl std::fmt::Debug for BackendUrl {
             Self::Redis(_) => ("Redis", 1),
             Self::Cluster(nodes) => ("Cluster", nodes.len()),
             Self::Redlock(nodes) => ("Redlock", nodes.len()),
+            Self::Sentinel(url) => ("Sentinel", url.sentinels.len()),
             Self::ZooKeeper { servers, .. } => ("ZooKeeper", servers.split(',').count()),
             Self::Etcd { endpoints, .. } => ("Etcd", endpoints.len()),
             Self::Postgres { mode: PgMode::Lease, .. } => ("Postgres", 1),
@@ -94,12 +131,15 @@ impl BackendUrl {
     /// Parses `url`; a config error names what is wrong without echoing credentials.
     pub(crate) fn parse(url: &str) -> Result<Self> {
         let invalid = |why: &str| Error::new(ErrorKind::Config, format!("invalid lock URL: {why}"));
-        const EXPECTED: &str = "expected redis://, redis+cluster://, redlock://, zk://, etcd:// or postgres://";
+        const EXPECTED: &str =
+            "expected redis://, redis+cluster://, redis+sentinel://, redlock://, zk://, etcd:// or postgres://";
         let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid(&format!("no scheme ({EXPECTED})")))?;
         let node_scheme = match scheme {
             "redis" | "rediss" | "redis+unix" | "unix" => return Ok(Self::Redis(url.to_owned())),
             "redis+cluster" | "redlock" => "redis",
             "rediss+cluster" | "redlocks" => "rediss",
+            "redis+sentinel" => return parse_sentinel("redis", rest).map(Self::Sentinel),
+            "rediss+sentinel" => return parse_sentinel("rediss", rest).map(Self::Sentinel),
             "postgres" | "postgresql" => return Ok(Self::Postgres { url: url.to_owned(), mode: PgMode::Lease }),
             "postgres+advisory" | "postgresql+advisory" => {
                 return Ok(Self::Postgres { url: format!("postgres://{rest}"), mode: PgMode::Advisory });
@@ -173,6 +213,7 @@ impl BackendUrl {
             Self::Redis(_) => "redis://",
             Self::Cluster(_) => "redis+cluster://",
             Self::Redlock(_) => "redlock://",
+            Self::Sentinel(_) => "redis+sentinel://",
             Self::ZooKeeper { .. } => "zk://",
             Self::Etcd { .. } => "etcd://",
             Self::Postgres { mode: PgMode::Lease, .. } => "postgres://",
@@ -183,12 +224,58 @@ impl BackendUrl {
     /// The cargo feature that builds this backend (Redis backends are always built).
     pub(crate) fn feature(&self) -> &'static str {
         match self {
-            Self::Redis(_) | Self::Cluster(_) | Self::Redlock(_) => "default",
+            Self::Redis(_) | Self::Cluster(_) | Self::Redlock(_) | Self::Sentinel(_) => "default",
             Self::ZooKeeper { .. } => "zookeeper",
             Self::Etcd { .. } => "etcd",
             Self::Postgres { .. } => "postgres",
         }
     }
+}
+
+/// Parses what follows `redis+sentinel://`: `[userinfo@]host:port,.../service[/db][?query]`.
+fn parse_sentinel(scheme: &'static str, rest: &str) -> Result<SentinelUrl> {
+    let invalid = |why: &str| Error::new(ErrorKind::Config, format!("invalid lock URL: {why}"));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo.to_owned()), hosts),
+        None => (None, authority),
+    };
+    let (service, db) = path.split_once('/').unwrap_or((path, ""));
+    if service.is_empty() {
+        return Err(invalid("a Sentinel URL ends with the master's name: redis+sentinel://host:port,.../master-name"));
+    }
+    let db = db.trim_end_matches('/');
+    if !db.is_empty() && db.parse::<u32>().is_err() {
+        return Err(invalid("the database after the master's name must be a number"));
+    }
+    let (mut sentinel_user, mut sentinel_password, mut kept) = (None, None, Vec::new());
+    for param in query.split('&').filter(|p| !p.is_empty()) {
+        match param.split_once('=') {
+            Some(("sentinel_username", value)) => sentinel_user = Some(value),
+            Some(("sentinel_password", value)) => sentinel_password = Some(value),
+            _ => kept.push(param),
+        }
+    }
+    let sentinel_auth = match (sentinel_user, sentinel_password) {
+        (None, None) => String::new(),
+        (user, password) => format!("{}:{}@", user.unwrap_or(""), password.unwrap_or("")),
+    };
+    let hosts: Vec<&str> = hosts.split(',').map(str::trim).collect();
+    if hosts.iter().any(|host| host.is_empty() || host.contains('@')) {
+        return Err(invalid("an empty or malformed Sentinel host in the list"));
+    }
+    let mut tail = if db.is_empty() { String::new() } else { format!("/{db}") };
+    if !kept.is_empty() {
+        tail = format!("{tail}?{}", kept.join("&"));
+    }
+    Ok(SentinelUrl {
+        sentinels: hosts.iter().map(|host| format!("{scheme}://{sentinel_auth}{host}")).collect(),
+        service: service.to_owned(),
+        scheme,
+        userinfo,
+        tail,
+    })
 }
 
 #[cfg(test)]
@@ -206,6 +293,28 @@ mod tests {
             BackendUrl::parse("redlocks://a:1, x:y@b:2,c:3").unwrap(),
             BackendUrl::Redlock(vec!["rediss://a:1".into(), "rediss://x:y@b:2".into(), "rediss://c:3".into()])
         );
+    }
+
+    #[test]
+    fn sentinel_urls_name_the_sentinels_and_the_master() {
+        let BackendUrl::Sentinel(url) = BackendUrl::parse("redis+sentinel://u:p@a:26379, b:26380/mymaster").unwrap()
+        else {
+            panic!("not a Sentinel URL")
+        };
+        assert_eq!(url.sentinels, ["redis://a:26379", "redis://b:26380"]);
+        assert_eq!(url.service, "mymaster");
+        assert_eq!(url.master_url("10.0.0.5", 6379), "redis://u:p@10.0.0.5:6379");
+        assert_eq!(url.master_url("::1", 6379), "redis://u:p@[::1]:6379");
+
+        let BackendUrl::Sentinel(url) = BackendUrl::parse(
+            "rediss+sentinel://a:1/m/3?sentinel_password=s%40cret&protocol=resp3&sentinel_username=sen",
+        )
+        .unwrap() else {
+            panic!("not a Sentinel URL")
+        };
+        assert_eq!(url.sentinels, ["rediss://sen:s%40cret@a:1"]);
+        assert_eq!(url.master_url("h", 2), "rediss://h:2/3?protocol=resp3");
+        assert!(!format!("{:?}", BackendUrl::parse("redis+sentinel://u:secret@a:1/m").unwrap()).contains("secret"));
     }
 
     #[test]
@@ -269,6 +378,10 @@ mod tests {
             "zk://u@a:1",
             "zk://:p@a:1",
             "etcd://u@a:1",
+            "redis+sentinel://a:1",
+            "redis+sentinel://a:1/",
+            "redis+sentinel://a:1,,b:2/m",
+            "redis+sentinel://a:1/m/db0",
         ] {
             let err = BackendUrl::parse(bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Config, "{bad}");

@@ -13,6 +13,11 @@ pub enum BackendKind {
     Redis,
     /// A Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
     RedisCluster,
+    /// One Redis master found through Sentinel and followed through failovers
+    /// (`redis+sentinel://`, `rediss+sentinel://`). After a failover, fences start above every
+    /// fence granted before it; a lock whose grant the failover lost may be held twice for at most
+    /// one lease.
+    RedisSentinel,
     /// Redlock over independent Redis masters (`redlock://`, `redlocks://`).
     Redlock {
         /// Masters in the URL.
@@ -35,6 +40,7 @@ impl fmt::Display for BackendKind {
         match self {
             Self::Redis => f.write_str("redis"),
             Self::RedisCluster => f.write_str("redis-cluster"),
+            Self::RedisSentinel => f.write_str("redis-sentinel"),
             Self::Redlock { nodes, quorum } => write!(f, "redlock ({quorum} of {nodes})"),
             Self::ZooKeeper => f.write_str("zookeeper"),
             Self::Etcd => f.write_str("etcd"),
@@ -83,13 +89,13 @@ impl Capability {
 
 impl BackendKind {
     /// Whether this backend keeps `capability`. The primitives are Lua scripts that need one
-    /// Redis or a cluster (one server per name); Redlock keeps the plain lock and its lock-delay,
+    /// Redis (alone or behind Sentinel) or a cluster (one server per name); Redlock keeps the plain lock and its lock-delay,
     /// because both are per-node keys that a majority vote can agree on, but no counts or queues,
     /// and no retirement (a node that missed it would keep a counter the others forgot).
     /// ZooKeeper, etcd and PostgreSQL keep the plain lock only.
     pub fn supports(self, capability: Capability) -> bool {
         match self {
-            Self::Redis | Self::RedisCluster => true,
+            Self::Redis | Self::RedisCluster | Self::RedisSentinel => true,
             Self::Redlock { .. } => capability == Capability::LockDelay,
             Self::ZooKeeper | Self::Etcd | Self::Postgres | Self::PostgresAdvisory => false,
         }

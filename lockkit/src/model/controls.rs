@@ -14,6 +14,9 @@ pub enum Unprotected {
     /// PostgreSQL: `LISTEN` is trusted once it succeeded, without checking that a `NOTIFY` sent
     /// from another session comes back on it (behind a transaction-pooling PgBouncer none does).
     PostgresListenUnchecked,
+    /// Sentinel: a master promoted in a failover grants fences without first raising the
+    /// counters to its epoch's floor, so a fence that replication lost can be handed out again.
+    SentinelFenceFloor,
 }
 
 /// The protections switched off for one client (none outside tests).
@@ -28,7 +31,6 @@ impl Controls {
     }
 
     /// Whether `protection` is in force (not switched off).
-    #[cfg_attr(not(any(feature = "zookeeper", feature = "postgres")), allow(dead_code))]
     pub(crate) fn keeps(&self, protection: Unprotected) -> bool {
         !self.0.contains(&protection)
     }

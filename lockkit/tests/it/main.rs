@@ -5,6 +5,7 @@
 mod pgbouncer;
 #[cfg(feature = "postgres")]
 mod postgres_server;
+mod sentinel_servers;
 mod servers;
 mod support;
 
@@ -24,6 +25,7 @@ mod postgres;
 mod primitives;
 mod redlock;
 mod run;
+mod sentinel;
 mod waiting;
 mod zookeeper;
 mod zookeeper_proxy;

@@ -24,6 +24,7 @@ mod reentrant;
 pub(crate) mod retire;
 pub(crate) mod scripts;
 mod semaphore;
+pub(crate) mod sentinel;
 pub(crate) mod single;
 mod view;
 

@@ -38,12 +38,27 @@ pub(crate) struct SingleRedis {
 
 impl SingleRedis {
     pub(crate) fn open(url: &str, config: &Config, connections: usize) -> Result<Self> {
-        let conns = Connections::open(url, connections, config.command_timeout)?;
-        let client =
-            redis::Client::open(url).map_err(|e| Error::new(ErrorKind::Config, "invalid redis url").with_source(e))?;
-        let address = client.get_connection_info().addr().to_string();
-        Ok(Self { conns, address, wake: WakeHub::start(client, config.command_timeout) })
+        let client = client(url)?;
+        Self::with_wake(url, config, connections, WakeHub::start(client, config.command_timeout))
     }
+
+    /// The same server, with waiters woken through `wake`, a hub that outlives this server's
+    /// connections (Sentinel: the hub follows the master from one server to the next).
+    pub(crate) fn with_wake(url: &str, config: &Config, connections: usize, wake: WakeHub) -> Result<Self> {
+        let conns = Connections::open(url, connections, config.command_timeout)?;
+        let address = client(url)?.get_connection_info().addr().to_string();
+        Ok(Self { conns, address, wake })
+    }
+
+    /// `host:port`, for messages (never the credentials).
+    pub(crate) fn address(&self) -> &str {
+        &self.address
+    }
+}
+
+/// A redis-rs client for `url`; a malformed URL is a config error.
+pub(crate) fn client(url: &str) -> Result<redis::Client> {
+    redis::Client::open(url).map_err(|e| Error::new(ErrorKind::Config, "invalid redis url").with_source(e))
 }
 
 impl Backend for SingleRedis {
