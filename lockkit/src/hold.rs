@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::{
     keys::{LockKeys, suffix},
-    primitives::{fair, read_write, reentrant, semaphore},
+    primitives::{fair, leader, read_write, reentrant, semaphore},
     scripts::{self, Call},
 };
 
@@ -40,6 +40,10 @@ pub(crate) enum HoldKind {
     /// A fair lock's waiter, in the queue under the hold's `ticket` (one per acquire, shared by its
     /// attempts), dropped from it by the server `queue_timeout` after its last attempt.
     Fair { queue_timeout: Duration },
+    /// A candidate of a leader election (`election`): the plain lock, with the candidate's
+    /// `value` stored beside it (or in the lock's own node or key, where the backend names its
+    /// contenders) for as long as the lease lasts.
+    Leader { value: String },
 }
 
 impl Hold {
@@ -57,6 +61,7 @@ impl Hold {
             HoldKind::Write { prefer_writers } => read_write::acquire_write(keys, token, lease, *prefer_writers),
             HoldKind::Permit { permits } => semaphore::acquire(keys, token, lease, *permits),
             HoldKind::Fair { queue_timeout } => fair::acquire(keys, token, lease, &self.ticket, *queue_timeout),
+            HoldKind::Leader { value } => leader::acquire(keys, token, lease, value),
         }
     }
 
@@ -69,6 +74,7 @@ impl Hold {
             HoldKind::Reentrant { .. } => reentrant::extend(keys, token, lease),
             HoldKind::Read => read_write::extend_read(keys, token, lease),
             HoldKind::Permit { .. } => semaphore::extend(keys, token, lease),
+            HoldKind::Leader { .. } => leader::extend(keys, token, lease),
         }
     }
 
@@ -81,6 +87,7 @@ impl Hold {
             HoldKind::Read => read_write::release_read(keys, token),
             HoldKind::Permit { .. } => semaphore::release(keys, token),
             HoldKind::Fair { .. } => fair::release(keys, token),
+            HoldKind::Leader { .. } => leader::release(keys, token),
         }
     }
 
@@ -109,18 +116,28 @@ impl Hold {
         matches!(self.kind, HoldKind::Read | HoldKind::Write { .. } | HoldKind::Permit { .. })
     }
 
-    /// Whether it runs on Redlock: only the plain lock (with or without a lock-delay) does; the
-    /// primitives keep state (counts, queues, permits) that a vote of independent masters cannot
-    /// agree on.
+    /// Whether it runs on Redlock: only the plain lock (with or without a lock-delay) and a
+    /// leader's lock (a plain lock with its value beside it on each node) do; the primitives keep
+    /// state (counts, queues, permits) that a vote of independent masters cannot agree on.
     pub(crate) fn runs_on_redlock(&self) -> bool {
-        matches!(self.kind, HoldKind::Lock { .. })
+        matches!(self.kind, HoldKind::Lock { .. } | HoldKind::Leader { .. })
     }
 
-    /// Whether it is the plain lock without a lock-delay: the one lock the ZooKeeper, etcd and
-    /// PostgreSQL backends keep (the primitives are Lua scripts on Redis).
+    /// Whether it is the plain lock without a lock-delay, or a leader's (a plain lock that carries
+    /// a value): the locks the ZooKeeper, etcd and PostgreSQL backends keep (the primitives are
+    /// Lua scripts on Redis).
     #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
     pub(crate) fn is_plain_lock(&self) -> bool {
-        matches!(self.kind, HoldKind::Lock { delay } if delay.is_zero())
+        matches!(self.kind, HoldKind::Lock { delay } if delay.is_zero()) || self.leader_value().is_some()
+    }
+
+    /// A leader's value, when this is a candidate of an election.
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn leader_value(&self) -> Option<&str> {
+        match &self.kind {
+            HoldKind::Leader { value } => Some(value),
+            _ => None,
+        }
     }
 
     /// What the primitive is called in messages.
@@ -131,6 +148,7 @@ impl Hold {
             HoldKind::Read | HoldKind::Write { .. } => "read-write lock",
             HoldKind::Permit { .. } => "semaphore",
             HoldKind::Fair { .. } => "fair lock",
+            HoldKind::Leader { .. } => "leader election",
         }
     }
 }

@@ -13,6 +13,8 @@
 //! | `primitives` | reentrant, fair, read-write, semaphore and multi-lock: their scripts and constructors on [`LockClient`] |
 //! | `retire` | [`LockClient::retire_fence`]: fence counter hygiene for names that will not be used again |
 //! | `guard` | [`LockGuard`]: fence, loss signal, extend, release |
+//! | `election` | [`Election`], [`Leadership`], [`Observer`]: leader election on every backend, a lock that carries a value; each backend's layout |
+//! | `leader` | [`Leader`]: who leads an election (data) |
 //! | `lease` | shared state of a granted lease, its local deadline and renewal timetable; [`LeaseLoss`] |
 //! | `registry` | the leases a client holds and when the watchdog looks at them next |
 //! | `watchdog` | the background task: batched renewals, loss detection, background releases |
@@ -42,6 +44,7 @@ mod clock;
 mod connections;
 mod controls;
 mod core;
+mod election;
 mod error;
 mod fence;
 #[cfg(any(feature = "zookeeper", feature = "etcd", feature = "postgres"))]
@@ -50,6 +53,7 @@ mod guard;
 mod hold;
 mod inspect;
 mod keys;
+mod leader;
 mod lease;
 mod metrics;
 mod primitives;
@@ -64,11 +68,13 @@ pub use backend::BackendKind;
 pub use client::{DEFAULT_LEASE, LockClient, LockClientBuilder};
 #[doc(hidden)]
 pub use controls::Unprotected;
+pub use election::{Election, Leadership, Observer};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::Fence;
 pub use guard::LockGuard;
 pub use inspect::{Holder, HolderRole, LockInfo, LockKind, Waiter};
 pub use keys::MAX_NAME_LEN;
+pub use leader::Leader;
 pub use lease::LeaseLoss;
 pub use primitives::{
     multi::{MultiAcquire, MultiGuard},

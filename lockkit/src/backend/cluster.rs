@@ -26,12 +26,13 @@ use tokio::sync::OnceCell;
 
 use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
 use crate::{
-    Fence, LockInfo,
+    Fence, Leader, LockInfo,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
     hold::Hold,
     inspect,
     keys::LockKeys,
+    primitives::leader,
     scripts::{self, Call},
     wake::WakeHub,
 };
@@ -215,6 +216,10 @@ impl Backend for RedisCluster {
 
     fn wake(&self) -> &WakeHub {
         &self.wake
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move { leader::parse_read(self.run(&leader::read(keys)).await?) })
     }
 }
 

@@ -32,7 +32,7 @@ use redis::aio::ConnectionLike;
 pub(crate) use self::url::PgMode;
 pub(crate) use self::url::{BackendUrl, take_allow_eviction};
 use crate::{
-    Fence, LockInfo,
+    Fence, Leader, LockInfo,
     core::{Config, Jobs},
     error::Result,
     hold::Hold,
@@ -170,6 +170,10 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
 
     /// The wake-up hub that tells waiters about releases.
     fn wake(&self) -> &WakeHub;
+
+    /// The current leader of the election `keys` names, as followers see it (see `election`):
+    /// `None` while nobody leads. Each backend reads it where its campaign put it.
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>>;
 
     /// Whether only plain locks run here (no reentrant, fair, read-write, semaphore or lock-delay
     /// primitives): the acquire path then refuses the others before asking the backend. The

@@ -5,13 +5,14 @@ use std::{sync::Arc, time::Duration};
 
 use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
 use crate::{
-    Fence, LockInfo,
+    Fence, Leader, LockInfo,
     connections::Connections,
     core::{Config, Jobs},
     error::{Error, ErrorKind, Result},
     hold::Hold,
     inspect,
     keys::LockKeys,
+    primitives::leader,
     scripts::{self, Call},
     wake::WakeHub,
 };
@@ -113,5 +114,9 @@ impl Backend for SingleRedis {
 
     fn wake(&self) -> &WakeHub {
         &self.wake
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move { leader::parse_read(self.run(&leader::read(keys)).await?) })
     }
 }

@@ -10,6 +10,7 @@ mod support;
 
 mod cancel;
 mod cluster;
+mod election;
 mod etcd;
 #[cfg(feature = "etcd")]
 mod etcd_server;
