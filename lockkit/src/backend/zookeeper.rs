@@ -906,4 +906,16 @@ mod tests {
         assert_eq!(sequence_of(&node), Some(1));
         assert_eq!(holder_id(&format!("/a/{node}")), "01234567");
     }
+
+    /// Curator's `LeaderLatch` names its participants `_c_<guid>-latch-<sequence>`: they are
+    /// contenders, in sequence order with the lock nodes.
+    #[test]
+    fn latch_nodes_are_contenders_in_sequence_order() {
+        let children: Vec<String> =
+            ["_c_bbbb-latch-0000000009", "_c_aaaa-latch-0000000004", "_c_cccc-lock-0000000006", "latchless-0000000001"]
+                .map(String::from)
+                .to_vec();
+        let names: Vec<&str> = contenders(&children).iter().map(|c| c.name).collect();
+        assert_eq!(names, ["_c_aaaa-latch-0000000004", "_c_cccc-lock-0000000006", "_c_bbbb-latch-0000000009"]);
+    }
 }
