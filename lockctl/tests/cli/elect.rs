@@ -60,6 +60,14 @@ impl Elect {
     }
 }
 
+/// A failed test leaves no candidate behind (it would lead, or wait, until its lease ends).
+impl Drop for Elect {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `a` leads, `b` follows (seeing `a`'s value and term) and a watcher sees `a`; `a` resigns on
 /// SIGTERM and `b` leads under a larger term; `b` resigns on Ctrl-C and the watcher sees nobody.
 fn resign_hands_over(url: &str) {
