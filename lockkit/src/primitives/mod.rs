@@ -4,8 +4,9 @@
 //! Each one only contributes its scripts and a constructor on [`LockClient`](crate::LockClient);
 //! the acquire loop, the [`LockGuard`](crate::LockGuard), the watchdog, fencing, metrics and errors
 //! are the core's (`hold` says which script each operation runs). Every key of a primitive
-//! shares the hash tag `{prefix:NAME}`, so each works on Redis Cluster. None but the multi-lock runs
-//! on Redlock, ZooKeeper, etcd or PostgreSQL: there the acquire fails with
+//! shares the hash tag `{prefix:NAME}`, so each works on Redis Cluster. None but the multi-lock and
+//! a leader's lock (which every backend keeps in its own layout, see [`Election`](crate::Election))
+//! runs on Redlock, ZooKeeper, etcd or PostgreSQL: there the acquire fails with
 //! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported).
 //!
 //! A name belongs to one primitive at a time: the same name used as a semaphore and as a lock are

@@ -134,11 +134,19 @@ async fn a_deposed_leader_is_told_and_its_late_write_refused(
     assert!(new.resign().await.unwrap());
 }
 
+/// [`one_leader_at_a_time_and_resign_hands_over`] with two clients of `url`, bounded.
+async fn hands_over_on(url: &str) {
+    let lease = Duration::from_secs(5);
+    let (a, b) = (connect(url, lease).await, connect(url, lease).await);
+    bounded(one_leader_at_a_time_and_resign_hands_over(&a, &b)).await;
+}
+
 async fn bounded(test: impl Future<Output = ()>) {
     tokio::time::timeout(TEST_BOUND, test).await.expect("bounded");
 }
 
 /// `scheme://[user@]host:port/rest` with `host:port` replaced by `address`.
+#[cfg(any(feature = "zookeeper", feature = "postgres"))]
 fn with_address(url: &str, address: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap();
     let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
@@ -148,6 +156,7 @@ fn with_address(url: &str, address: &str) -> String {
 }
 
 /// The `host:port` of a URL.
+#[cfg(any(feature = "zookeeper", feature = "postgres"))]
 fn address_of(url: &str) -> String {
     let rest = url.split_once("://").unwrap().1;
     let authority = rest.split('/').next().unwrap();
@@ -160,12 +169,7 @@ mod on_redis {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_one_leader_at_a_time_and_resign_hands_over() {
-        bounded(async {
-            let lease = Duration::from_secs(5);
-            let (a, b) = (connect(&redis_url(), lease).await, connect(&redis_url(), lease).await);
-            one_leader_at_a_time_and_resign_hands_over(&a, &b).await;
-        })
-        .await;
+        hands_over_on(&redis_url()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,24 +185,14 @@ mod on_redis {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_cluster_one_leader_at_a_time_and_resign_hands_over() {
-        bounded(async {
-            let cluster = Cluster::start().await;
-            let lease = Duration::from_secs(5);
-            let (a, b) = (connect(&cluster.url(), lease).await, connect(&cluster.url(), lease).await);
-            one_leader_at_a_time_and_resign_hands_over(&a, &b).await;
-        })
-        .await;
+        let cluster = Cluster::start().await;
+        hands_over_on(&cluster.url()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redlock_one_leader_at_a_time_and_resign_hands_over() {
-        bounded(async {
-            let masters = Masters::start(3).await;
-            let lease = Duration::from_secs(5);
-            let (a, b) = (connect(&masters.url(), lease).await, connect(&masters.url(), lease).await);
-            one_leader_at_a_time_and_resign_hands_over(&a, &b).await;
-        })
-        .await;
+        let masters = Masters::start(3).await;
+        hands_over_on(&masters.url()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,12 +220,7 @@ mod on_zookeeper {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn zookeeper_one_leader_at_a_time_and_resign_hands_over() {
-        bounded(async {
-            let lease = Duration::from_secs(5);
-            let (a, b) = (connect(&zookeeper_url(), lease).await, connect(&zookeeper_url(), lease).await);
-            one_leader_at_a_time_and_resign_hands_over(&a, &b).await;
-        })
-        .await;
+        hands_over_on(&zookeeper_url()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,14 +283,9 @@ mod on_postgres {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_one_leader_at_a_time_and_resign_hands_over() {
-        bounded(async {
-            let lease = Duration::from_secs(5);
-            for url in [database_url(), advisory(&database_url())] {
-                let (a, b) = (connect(&url, lease).await, connect(&url, lease).await);
-                one_leader_at_a_time_and_resign_hands_over(&a, &b).await;
-            }
-        })
-        .await;
+        for url in [database_url(), advisory(&database_url())] {
+            hands_over_on(&url).await;
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,12 +311,7 @@ mod on_etcd {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn etcd_one_leader_at_a_time_and_resign_hands_over() {
-        bounded(async {
-            let lease = Duration::from_secs(5);
-            let (a, b) = (connect(&etcd_url(), lease).await, connect(&etcd_url(), lease).await);
-            one_leader_at_a_time_and_resign_hands_over(&a, &b).await;
-        })
-        .await;
+        hands_over_on(&etcd_url()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
