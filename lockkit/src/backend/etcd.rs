@@ -672,6 +672,25 @@ impl Backend for Etcd {
         &self.wake
     }
 
+    fn watch_leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<BoxFuture<'static, ()>>>> {
+        Box::pin(async move {
+            // Go's `Election.Observe` watches the prefix too: every candidate's put and delete.
+            let mut watcher = self.client.watch_client();
+            let options = WatchOptions::new().with_prefix();
+            let mut stream =
+                self.bounded("a watch", watcher.watch(contenders_prefix(&keys.name), Some(options))).await?;
+            // Armed once etcd confirms it: every later change is delivered.
+            match self.bounded("a watch", stream.message()).await? {
+                Some(created) if created.created() => {}
+                _ => return Ok(None),
+            }
+            let changed: BoxFuture<'static, ()> = Box::pin(async move {
+                let _ = stream.message().await;
+            });
+            Ok(Some(changed))
+        })
+    }
+
     fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
         Box::pin(async move {
             // Go's `Election.Leader`: the key with the lowest create revision under `NAME/`.

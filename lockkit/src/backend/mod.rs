@@ -175,6 +175,13 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// `None` while nobody leads. Each backend reads it where its campaign put it.
     fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>>;
 
+    /// Arms a watch of the election `keys` names where the servers have one (ZooKeeper, etcd):
+    /// once this returns, the inner future completes when the leader may have changed (or the
+    /// watch broke). `None`: no watch here, and the observer polls. The default has none.
+    fn watch_leader<'a>(&'a self, _keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<BoxFuture<'static, ()>>>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Whether only plain locks run here (no reentrant, fair, read-write, semaphore or lock-delay
     /// primitives): the acquire path then refuses the others before asking the backend. The
     /// default (Redis) runs them all.

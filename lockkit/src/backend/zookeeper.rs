@@ -864,6 +864,40 @@ impl Backend for ZooKeeper {
         Box::pin(self.bounded("a leader read", self.inner.leader(keys)))
     }
 
+    fn watch_leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<BoxFuture<'static, ()>>>> {
+        Box::pin(self.bounded("a watch", async move {
+            let session = self.inner.session().await?;
+            let dir = self.inner.dir(&keys.name)?;
+            // A child watch fires on every candidate's create and delete (the leader's data never
+            // changes), and on the session's own events.
+            match session.client.list_and_watch_children(&dir).await {
+                Ok((_, watcher)) => {
+                    let changed: BoxFuture<'static, ()> = Box::pin(async move {
+                        watcher.changed().await;
+                    });
+                    Ok(Some(changed))
+                }
+                // No candidate yet (or an unused container removed): watch for the node's creation.
+                Err(zk::Error::NoNode) => {
+                    let (stat, watcher) = session
+                        .client
+                        .check_and_watch_stat(&dir)
+                        .await
+                        .map_err(|e| failed("watching the election's node", e))?;
+                    // Created since the listing: done at once, so that the observer watches its
+                    // children instead.
+                    let created: BoxFuture<'static, ()> = Box::pin(async move {
+                        if stat.is_none() {
+                            watcher.changed().await;
+                        }
+                    });
+                    Ok(Some(created))
+                }
+                Err(e) => Err(failed("watching the candidates", e)),
+            }
+        }))
+    }
+
     fn must_leave(&self, hold: &Hold) -> bool {
         hold.is_plain_lock()
     }

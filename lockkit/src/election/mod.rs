@@ -28,11 +28,14 @@
 //!
 //! # Watching
 //!
-//! [`Observer::changed`] reads the leader again when a release of the lock is announced (Redis
-//! pub/sub, PostgreSQL `NOTIFY`, and on ZooKeeper and etcd the watches of this process's own
-//! campaigns), and otherwise every [`poll_interval`](Election::poll_interval) (500 ms unless
-//! set): a new leader's grant announces nothing, and a lease that ends by expiry announces
-//! nothing either. So a change is seen within the poll interval at the latest.
+//! On ZooKeeper and etcd, [`Observer::changed`] watches the candidates (a child watch on the
+//! election's node; a watch of the `NAME/` prefix, as Go's `Election.Observe` does) and reads the
+//! leader again at every change, with a read every ten poll intervals as a safety net. Redis and
+//! PostgreSQL have no watch of a key's creation that lockkit uses: there it reads the leader again
+//! when a release of the lock is announced (Redis pub/sub, PostgreSQL `NOTIFY`), and otherwise
+//! every [`poll_interval`](Election::poll_interval) (500 ms unless set), since a new leader's
+//! grant announces nothing and neither does a lease that ends by expiry. So there a change is
+//! seen within the poll interval at the latest.
 //!
 //! # What it guarantees
 //!
@@ -90,8 +93,9 @@ impl Election {
         &self.name
     }
 
-    /// How often an [`Observer`] reads the leader when no release was announced (default 500 ms,
-    /// at least 10 ms).
+    /// How often an [`Observer`] reads the leader when no release was announced, on the backends
+    /// without a watch (default 500 ms, at least 10 ms; ten times as long on ZooKeeper and etcd,
+    /// where a watch reports the changes).
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll = interval.max(Duration::from_millis(10));
         self

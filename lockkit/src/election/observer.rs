@@ -2,6 +2,11 @@
 
 use crate::{Leader, election::Election, error::Result, keys::LockKeys, wake::WakeSubscription};
 
+/// How much longer than the poll interval an observer waits between reads while a watch is
+/// armed: the watch reports every change; the read at the end of the wait only covers a watch
+/// that broke without saying so.
+const WATCHED_POLL_FACTOR: u32 = 10;
+
 /// Reports each change of an election's leader (see the module docs for how soon). Made by
 /// [`Election::observe`].
 #[derive(Debug)]
@@ -34,14 +39,26 @@ impl Observer {
             let released = self.released.as_ref().expect("subscribed above").notify().notified();
             tokio::pin!(released);
             released.as_mut().enable();
+            // Armed before the read, so that a change right after it is not missed. A watch that
+            // cannot be set leaves the poll.
+            let watch = backend.watch_leader(&keys).await.ok().flatten();
             let leader = backend.leader(&keys).await?;
             if self.seen.as_ref() != Some(&leader) {
                 self.seen = Some(leader.clone());
                 return Ok(leader);
             }
+            // With a watch the poll is only a safety net.
+            let poll = if watch.is_some() { self.election.poll() * WATCHED_POLL_FACTOR } else { self.election.poll() };
+            let watched = async {
+                match watch {
+                    Some(changed) => changed.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = released => {}
-                () = tokio::time::sleep(self.election.poll()) => {}
+                () = watched => {}
+                () = tokio::time::sleep(poll) => {}
             }
         }
     }

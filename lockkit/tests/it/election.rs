@@ -64,6 +64,30 @@ async fn one_leader_at_a_time_and_resign_hands_over(a: &LockClient, b: &LockClie
     while observer.changed().await.unwrap().is_some() {}
 }
 
+/// With a poll interval far beyond the test's bound, only a watch of the candidates can tell a
+/// parked observer (on a client that takes no part) that a leader came, and went.
+#[cfg(any(feature = "zookeeper", feature = "etcd"))]
+async fn an_observer_is_told_by_its_watch(url: &str) {
+    let lease = Duration::from_secs(5);
+    let (candidate, follower) = (connect(url, lease).await, connect(url, lease).await);
+    let name = unique("elect-watch");
+    let mut observer = follower.election(&name).poll_interval(Duration::from_secs(3600)).observe();
+    assert_eq!(observer.changed().await.unwrap(), None);
+
+    let mut parked = tokio::spawn(async move { (observer.changed().await.unwrap(), observer) });
+    let parked_before_the_campaign = tokio::time::timeout(STILL_WAITING, &mut parked).await.is_err();
+    let leadership = candidate.election(&name).campaign("watched").await.unwrap();
+    let (seen, mut observer) = parked.await.unwrap();
+    let mut parked = tokio::spawn(async move { observer.changed().await.unwrap() });
+    let parked_before_the_resignation = tokio::time::timeout(STILL_WAITING, &mut parked).await.is_err();
+    assert!(leadership.resign().await.unwrap());
+    let gone = parked.await.unwrap();
+
+    assert!(parked_before_the_campaign && parked_before_the_resignation, "the observer waited for each change");
+    assert_eq!(value_of(&seen), Some("watched"), "the watch reported the new leader");
+    assert_eq!(gone, None, "and its resignation");
+}
+
 /// A store that remembers the highest term it accepted and, when `checks_term`, refuses a write
 /// under a smaller one: what a leader's side effects go through.
 struct Store {
@@ -238,6 +262,11 @@ mod on_zookeeper {
         .await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zookeeper_an_observer_is_told_by_its_watch() {
+        bounded(an_observer_is_told_by_its_watch(&zookeeper_url())).await;
+    }
+
     /// Curator's `LeaderLatch` layout: the candidate's node is `_c_<guid>-latch-<sequence>` and
     /// holds its value.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,6 +359,11 @@ mod on_etcd {
             a_deposed_leader_is_told_and_its_late_write_refused(&cut_off, &other, &[proxy]).await;
         })
         .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcd_an_observer_is_told_by_its_watch() {
+        bounded(an_observer_is_told_by_its_watch(&etcd_url())).await;
     }
 
     /// The first `n` lines `child` prints (one reader: a second one would miss what the first
