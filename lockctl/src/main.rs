@@ -5,6 +5,7 @@
 //! lockctl inspect PATTERN   # per lock: name, held, ttl_ms, fence, kind, holders, queue, permits, delay_ms
 //! lockctl fence NAME --at-least N
 //! lockctl bench [--concurrency C] [--duration-ms D] [--locks K] [--fair]
+//! lockctl elect NAME [VALUE] [--ttl-ms N]
 //! ```
 //!
 //! The URL picks the backend: `redis://` (one Redis), `redis+sentinel://h:p,h:p/master-name` (the
@@ -19,9 +20,17 @@
 //! when the lock was not acquired within `--wait-ms`. `--ttl-ms N` is the lease the watchdog
 //! renews (on ZooKeeper: the session timeout asked for, which the server clamps to between 2 and 20
 //! ticks; on etcd: rounded up to whole seconds on the server); with `--fixed` it is not renewed.
+//!
+//! `elect NAME VALUE` campaigns in the leader election `NAME` (on etcd, the same election as
+//! `etcdctl elect NAME`): a `follower` line (with the current leader's value and term, `null`
+//! when nobody leads) at each change while another leads, `leader` (with its term) once it
+//! leads, then `resigned` on Ctrl-C or SIGTERM (exit 0), or `lost` if the lease could not be
+//! renewed in time (exit 4). `elect NAME` only watches: a `follower` line per change, until a
+//! signal.
 
 mod acquire;
 mod bench;
+mod elect;
 mod inspect;
 
 use std::{process::ExitCode, time::Duration};
@@ -33,6 +42,7 @@ use serde_json::json;
 use crate::{
     acquire::{acquire, no_quorum},
     bench::bench,
+    elect::elect,
     inspect::inspect_line,
 };
 
@@ -104,6 +114,15 @@ enum Command {
         #[arg(long)]
         fair: bool,
     },
+    /// Campaign in the leader election NAME with VALUE (one JSON line per change: follower,
+    /// leader, then resigned on Ctrl-C/SIGTERM or lost), or with no VALUE only watch who leads.
+    Elect {
+        name: String,
+        value: Option<String>,
+        /// Lease in ms, renewed by the watchdog every third of it. Default: 30 s.
+        #[arg(long)]
+        ttl_ms: Option<u64>,
+    },
 }
 
 #[tokio::main]
@@ -125,7 +144,7 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
     let url = cli.url.as_deref().unwrap_or(&cli.redis_url);
     let mut builder = LockClient::builder(url).prefix(&cli.prefix).connections(cli.connections);
-    if let Command::Acquire { ttl_ms: Some(ttl), .. } = &cli.command {
+    if let Command::Acquire { ttl_ms: Some(ttl), .. } | Command::Elect { ttl_ms: Some(ttl), .. } = &cli.command {
         builder = builder.default_lease(Duration::from_millis(*ttl));
     }
     let client = match builder.connect().await {
@@ -159,6 +178,7 @@ async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Elect { name, value, .. } => elect(&client, &name, value).await,
     };
     // A waiter that gave up leaves its place in the background (an etcd or ZooKeeper queue node):
     // let it finish before the process exits, or the node blocks the lock until its lease ends.

@@ -23,6 +23,7 @@ mod backend;
 mod client;
 mod clock;
 mod core;
+mod election;
 #[cfg(any(feature = "zookeeper", feature = "etcd", feature = "postgres"))]
 mod glob;
 mod guard;
@@ -41,6 +42,7 @@ mod watchdog;
 
 pub use acquire::Acquire;
 pub use client::{DEFAULT_LEASE, LockClient, LockClientBuilder};
+pub use election::{Election, Leadership, Observer};
 pub use guard::LockGuard;
 #[doc(hidden)]
 pub use model::controls::Unprotected;
@@ -49,6 +51,7 @@ pub use model::{
     error::{Error, ErrorKind, Result},
     fence::{Fence, FenceRetirement},
     keys::MAX_NAME_LEN,
+    leader::Leader,
     lease_loss::LeaseLoss,
     lock_info::{Holder, HolderRole, LockInfo, LockKind, Waiter},
 };

@@ -23,6 +23,7 @@ mod support;
 #[path = "../../../lockkit/tests/it/zookeeper_server.rs"]
 mod zookeeper_server;
 
+mod elect;
 mod on_etcd;
 mod on_postgres;
 mod on_redis;

@@ -13,6 +13,10 @@
 //!   release, a revoked or expired lease) wakes this process's waiters of the name through the
 //!   local [`WakeHub`]; they retry at once, without polling. The later attempts of one acquire
 //!   (one `ticket`) reuse its key and lease, so a waiter keeps its place in the queue.
+//! - **Leader election** (`election`) is the same recipe with a value: the key holds the
+//!   candidate's value, as etcd's Go `concurrency.Election` puts it (`etcdctl elect NAME VALUE`),
+//!   and the leader is the key with the lowest create revision under `NAME/`, its term that
+//!   create revision.
 //! - **Fence**: the create revision of our key. etcd's revision only grows, and the owner is
 //!   always the key with the lowest create revision, so each new holder of a name has a larger
 //!   fence than every holder before it, across clients, tools and server restarts (the revision
@@ -74,6 +78,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::{Holder, HolderRole, LockInfo, LockKind, Waiter},
         settings::Config,
     },
@@ -339,10 +344,12 @@ impl Etcd {
             }
         }
         let key = ours.key.clone();
+        // A lock's key is empty; a candidate's holds its value, as Go's `Election.Campaign` puts it.
+        let value = hold.leader_value().unwrap_or_default();
         let txn = Txn::new()
             .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
             .and_then([
-                TxnOp::put(key.as_str(), "", Some(PutOptions::new().with_lease(ours.lease))),
+                TxnOp::put(key.as_str(), value, Some(PutOptions::new().with_lease(ours.lease))),
                 TxnOp::get(prefix.as_str(), Some(by_create(SortOrder::Ascend))),
             ])
             .or_else([TxnOp::get(key.as_str(), None), TxnOp::get(prefix.as_str(), Some(by_create(SortOrder::Ascend)))]);
@@ -660,6 +667,37 @@ impl Backend for Etcd {
 
     fn wake(&self) -> &WakeHub {
         &self.wake
+    }
+
+    fn watch_leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<BoxFuture<'static, ()>>>> {
+        Box::pin(async move {
+            // Go's `Election.Observe` watches the prefix too: every candidate's put and delete.
+            let mut watcher = self.client.watch_client();
+            let options = WatchOptions::new().with_prefix();
+            let mut stream =
+                self.bounded("a watch", watcher.watch(contenders_prefix(&keys.name), Some(options))).await?;
+            // Armed once etcd confirms it: every later change is delivered.
+            match self.bounded("a watch", stream.message()).await? {
+                Some(created) if created.created() => {}
+                _ => return Ok(None),
+            }
+            let changed: BoxFuture<'static, ()> = Box::pin(async move {
+                let _ = stream.message().await;
+            });
+            Ok(Some(changed))
+        })
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move {
+            // Go's `Election.Leader`: the key with the lowest create revision under `NAME/`.
+            let first = by_create(SortOrder::Ascend);
+            let mut kv = self.client.kv_client();
+            let found = self.bounded("a leader read", kv.get(contenders_prefix(&keys.name), Some(first))).await?;
+            let Some(kv) = found.kvs().first() else { return Ok(None) };
+            let value = String::from_utf8_lossy(kv.value()).into_owned();
+            Ok(Some(Leader::new(value, Fence::new(kv.create_revision().unsigned_abs()))))
+        })
     }
 
     fn must_leave(&self, hold: &Hold) -> bool {

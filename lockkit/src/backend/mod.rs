@@ -44,6 +44,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::LockInfo,
         settings::Config,
     },
@@ -100,6 +101,17 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// a cluster). `None` for the others, which keep the plain lock only.
     fn redis_scripts(&self) -> Option<&dyn RedisScripts> {
         None
+    }
+
+    /// The current leader of the election `keys` names, as followers see it (see `election`):
+    /// `None` while nobody leads. Each backend reads it where its campaign put it.
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>>;
+
+    /// Arms a watch of the election `keys` names where the servers have one (ZooKeeper, etcd):
+    /// once this returns, the inner future completes when the leader may have changed (or the
+    /// watch broke). `None`: no watch here, and the observer polls. The default has none.
+    fn watch_leader<'a>(&'a self, _keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<BoxFuture<'static, ()>>>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// The lease a grant gets when `requested` is asked for: at most what the servers can vouch

@@ -14,6 +14,10 @@
 //!   `-lock-<digits>` (Curator, lockkit) or `__lock__<digits>` (kazoo's `Lock`); the lowest
 //!   holds the lock. kazoo counts our nodes when its `Lock` is made with
 //!   `extra_lock_patterns=["-lock-"]` (kazoo 2.7.1+).
+//! - A leader election's candidate (`election`) is Curator's `LeaderLatch` node instead:
+//!   `_c_<guid>-latch-<sequence>`, with the candidate's value as its data; the lowest contender
+//!   leads. Latch nodes count as contenders too, so a lock and an election on one path exclude
+//!   each other.
 //! - A waiter watches only its immediate predecessor (a data watch, like Curator: an exists-watch
 //!   left on a node that is already gone would wait for its re-creation), so a release wakes one
 //!   waiter, not the herd. The watch feeds the client's local wake-up hub.
@@ -101,6 +105,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::{Holder, HolderRole, LockInfo, LockKind},
         settings::Config,
     },
@@ -353,7 +358,7 @@ impl Inner {
             };
             // None yet (or the one we created is not listed: deleted meanwhile by an operator).
             let Some(position) = ours else {
-                created = Some(self.create_node(client, &dir, &protected).await?);
+                created = Some(self.create_node(client, &dir, &protected, hold).await?);
                 continue;
             };
             let name = queue[position].name;
@@ -369,7 +374,7 @@ impl Inner {
                 if stat.ephemeral_owner != session.id() {
                     // Left by an earlier session that the server has not expired yet: it goes
                     // with that session. Queue behind it with a node of this session.
-                    created = Some(self.create_node(client, &dir, &protected).await?);
+                    created = Some(self.create_node(client, &dir, &protected, hold).await?);
                     continue;
                 }
                 self.record(token, path, stat.czxid, &session, started + lease);
@@ -392,14 +397,26 @@ impl Inner {
         ))
     }
 
-    /// Creates this acquire's node; returns its name and stat.
-    async fn create_node(&self, client: &zk::Client, dir: &str, protected: &str) -> Result<(String, zk::Stat)> {
-        let prefix = format!("{dir}/{protected}{LOCK_MARKER}");
+    /// Creates this acquire's node; returns its name and stat. A lock's node is Curator's
+    /// `InterProcessMutex`'s (`-lock-`, no data); a candidate's is its `LeaderLatch`'s (`-latch-`,
+    /// the value as its data).
+    async fn create_node(
+        &self,
+        client: &zk::Client,
+        dir: &str,
+        protected: &str,
+        hold: &Hold,
+    ) -> Result<(String, zk::Stat)> {
+        let (marker, data) = match hold.leader_value() {
+            Some(value) => (LATCH_MARKER, value.as_bytes()),
+            None => (LOCK_MARKER, &[][..]),
+        };
+        let prefix = format!("{dir}/{protected}{marker}");
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
         // The lock's node may be missing, or removed as an empty container right after we made it.
         for _ in 0..3 {
-            match client.create(&prefix, &[], &options).await {
-                Ok((stat, sequence)) => return Ok((format!("{protected}{LOCK_MARKER}{sequence}"), stat)),
+            match client.create(&prefix, data, &options).await {
+                Ok((stat, sequence)) => return Ok((format!("{protected}{marker}{sequence}"), stat)),
                 Err(zk::Error::NoNode) => self.make_dir(client, dir).await?,
                 Err(e) => return Err(failed("creating our node", e)),
             }
@@ -518,6 +535,37 @@ impl Inner {
         Ok(())
     }
 
+    /// The leader of the election at `keys.name`: the lowest contender's data and `czxid` (Curator's
+    /// `LeaderLatch.getLeader`).
+    async fn leader(self: &Arc<Self>, keys: &LockKeys) -> Result<Option<Leader>> {
+        let session = self.session().await?;
+        let client = &session.client;
+        let dir = self.dir(&keys.name)?;
+        for _ in 0..MAX_ROUNDS {
+            let children = match client.list_children(&dir).await {
+                Ok(children) => children,
+                Err(zk::Error::NoNode) => return Ok(None),
+                Err(e) => return Err(failed("listing the candidates", e)),
+            };
+            let Some(first) = contenders(&children).first().map(|c| format!("{dir}/{}", c.name)) else {
+                return Ok(None);
+            };
+            match client.get_data(&first).await {
+                Ok((data, stat)) => {
+                    let value = String::from_utf8_lossy(&data).into_owned();
+                    return Ok(Some(Leader::new(value, Fence::new(stat.czxid as u64))));
+                }
+                // Gone since the listing (a resignation): look again.
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(failed("reading the leader", e)),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Unavailable,
+            format!("the candidates of {:?} changed faster than they could be read", keys.name),
+        ))
+    }
+
     /// The locks under the chroot whose names match `pattern`.
     async fn inspect(self: &Arc<Self>, pattern: &str) -> Result<Vec<LockInfo>> {
         let timeout = self.command_timeout;
@@ -634,8 +682,12 @@ const INSPECT_MAX_DEPTH: usize = 16;
 /// Curator's marker before a lock node's sequence.
 const LOCK_MARKER: &str = "lock-";
 
-/// What precedes the sequence of a contender: Curator's (and ours) and kazoo's `Lock`.
-const CONTENDER_MARKERS: [&str; 2] = ["-lock-", "__lock__"];
+/// Curator's `LeaderLatch` marker before a candidate node's sequence.
+const LATCH_MARKER: &str = "latch-";
+
+/// What precedes the sequence of a contender: Curator's mutex (and ours), kazoo's `Lock`, and
+/// Curator's `LeaderLatch` (our election's candidates).
+const CONTENDER_MARKERS: [&str; 3] = ["-lock-", "__lock__", "-latch-"];
 
 /// A lock node among a lock's children.
 #[derive(Debug, PartialEq, Eq)]
@@ -801,6 +853,44 @@ impl Backend for ZooKeeper {
         requested.min(self.inner.session_timeout())
     }
 
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(self.bounded("a leader read", self.inner.leader(keys)))
+    }
+
+    fn watch_leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<BoxFuture<'static, ()>>>> {
+        Box::pin(self.bounded("a watch", async move {
+            let session = self.inner.session().await?;
+            let dir = self.inner.dir(&keys.name)?;
+            // A child watch fires on every candidate's create and delete (the leader's data never
+            // changes), and on the session's own events.
+            match session.client.list_and_watch_children(&dir).await {
+                Ok((_, watcher)) => {
+                    let changed: BoxFuture<'static, ()> = Box::pin(async move {
+                        watcher.changed().await;
+                    });
+                    Ok(Some(changed))
+                }
+                // No candidate yet (or an unused container removed): watch for the node's creation.
+                Err(zk::Error::NoNode) => {
+                    let (stat, watcher) = session
+                        .client
+                        .check_and_watch_stat(&dir)
+                        .await
+                        .map_err(|e| failed("watching the election's node", e))?;
+                    // Created since the listing: done at once, so that the observer watches its
+                    // children instead.
+                    let created: BoxFuture<'static, ()> = Box::pin(async move {
+                        if stat.is_none() {
+                            watcher.changed().await;
+                        }
+                    });
+                    Ok(Some(created))
+                }
+                Err(e) => Err(failed("watching the candidates", e)),
+            }
+        }))
+    }
+
     fn must_leave(&self, hold: &Hold) -> bool {
         hold.is_plain_lock()
     }
@@ -842,5 +932,17 @@ mod tests {
         let node = format!("{}lock-0000000001", protected_prefix(ticket));
         assert_eq!(sequence_of(&node), Some(1));
         assert_eq!(holder_id(&format!("/a/{node}")), "01234567");
+    }
+
+    /// Curator's `LeaderLatch` names its participants `_c_<guid>-latch-<sequence>`: they are
+    /// contenders, in sequence order with the lock nodes.
+    #[test]
+    fn latch_nodes_are_contenders_in_sequence_order() {
+        let children: Vec<String> =
+            ["_c_bbbb-latch-0000000009", "_c_aaaa-latch-0000000004", "_c_cccc-lock-0000000006", "latchless-0000000001"]
+                .map(String::from)
+                .to_vec();
+        let names: Vec<&str> = contenders(&children).iter().map(|c| c.name).collect();
+        assert_eq!(names, ["_c_aaaa-latch-0000000004", "_c_cccc-lock-0000000006", "_c_bbbb-latch-0000000009"]);
     }
 }

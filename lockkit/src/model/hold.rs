@@ -37,6 +37,10 @@ pub(crate) enum HoldKind {
     /// A fair lock's waiter, in the queue under the hold's `ticket` (one per acquire, shared by its
     /// attempts), dropped from it by the server `queue_timeout` after its last attempt.
     Fair { queue_timeout: Duration },
+    /// A candidate of a leader election (`election`): the plain lock, with the candidate's
+    /// `value` stored beside it (or in the lock's own node or key, where the backend names its
+    /// contenders) for as long as the lease lasts. Every backend keeps it.
+    Leader { value: String },
 }
 
 impl Hold {
@@ -48,6 +52,7 @@ impl Hold {
     pub(crate) fn needs(&self) -> Option<Capability> {
         match self.kind {
             HoldKind::Lock { delay } if delay.is_zero() => None,
+            HoldKind::Leader { .. } => None,
             HoldKind::Lock { .. } => Some(Capability::LockDelay),
             HoldKind::Reentrant { .. } => Some(Capability::Reentrant),
             HoldKind::Read | HoldKind::Write { .. } => Some(Capability::ReadWrite),
@@ -72,7 +77,17 @@ impl Hold {
         matches!(self.kind, HoldKind::Read | HoldKind::Write { .. } | HoldKind::Permit { .. })
     }
 
-    /// Whether it is the plain lock without a lock-delay: the one lock every backend keeps.
+    /// A leader's value, when this is a candidate of an election.
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn leader_value(&self) -> Option<&str> {
+        match &self.kind {
+            HoldKind::Leader { value } => Some(value),
+            _ => None,
+        }
+    }
+
+    /// Whether it is the plain lock without a lock-delay, or a leader's (a plain lock that carries
+    /// a value): the locks every backend keeps.
     #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd")), allow(dead_code))]
     pub(crate) fn is_plain_lock(&self) -> bool {
         self.needs().is_none()

@@ -43,6 +43,8 @@ pub(crate) mod suffix {
     pub(crate) const QUEUE_DEADLINES: &str = "queue-deadlines";
     /// Fair lock: prefix of each waiter's wake-up channel (`...:wake:TICKET`).
     pub(crate) const WAKE: &str = "wake";
+    /// Leader election: the leader's token and value (a hash), with the lock's expiry.
+    pub(crate) const LEADER: &str = "leader";
     /// Every suffix whose key means "the name is in use" (for fence retirement and inspection).
     pub(crate) const IN_USE: [&str; 6] = [DELAY, GRANTS, READERS, PERMITS, QUEUE, QUEUE_DEADLINES];
 }

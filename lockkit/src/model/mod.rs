@@ -10,6 +10,7 @@ pub(crate) mod fence;
 pub(crate) mod grant;
 pub(crate) mod hold;
 pub(crate) mod keys;
+pub(crate) mod leader;
 pub(crate) mod lease_loss;
 pub(crate) mod lock_info;
 pub(crate) mod settings;

@@ -5,7 +5,8 @@
 //! holds (`model::hold`); its scripts are in the Redis layer (`backend::redis`), and the acquire
 //! loop, the [`LockGuard`](crate::LockGuard), the watchdog, fencing, metrics and errors are the
 //! core's. Every key of a primitive shares the hash tag `{prefix:NAME}`, so each works on Redis
-//! Cluster. None but the multi-lock runs on Redlock, ZooKeeper, etcd or PostgreSQL
+//! Cluster. None but the multi-lock and a leader's lock (which every backend keeps in its own
+//! layout, see [`Election`](crate::Election)) runs on Redlock, ZooKeeper, etcd or PostgreSQL
 //! ([`BackendKind::supports`](crate::BackendKind::supports)): there the acquire fails with
 //! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) before any request.
 //!
@@ -19,6 +20,7 @@
 //! | `fair` | [`LockClient::fair`](crate::LockClient::fair) |
 //! | `read_write` | [`LockClient::read_write`](crate::LockClient::read_write), [`ReadWriteLock`](crate::ReadWriteLock), [`LockGuard::downgrade`](crate::LockGuard::downgrade) |
 //! | `semaphore` | [`LockClient::semaphore`](crate::LockClient::semaphore) |
+//! | `leader` | the scripts of a leader's lock on Redis (the election is [`Election`](crate::Election)) |
 //! | `multi` | [`LockClient::multi`](crate::LockClient::multi), [`MultiGuard`](crate::MultiGuard) |
 
 pub(crate) mod fair;

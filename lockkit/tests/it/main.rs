@@ -12,6 +12,7 @@ mod support;
 mod cancel;
 mod capabilities;
 mod cluster;
+mod election;
 mod etcd;
 #[cfg(feature = "etcd")]
 mod etcd_server;

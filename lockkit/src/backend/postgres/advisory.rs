@@ -26,6 +26,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::{Holder, HolderRole, LockInfo, LockKind},
     },
     wake::WakeHub,
@@ -75,6 +76,12 @@ struct Statements {
     undo: String,
     /// → the backend pid and `application_name` of the session holding the lock, if any.
     holder: String,
+    /// `$2` the name, `$3` the fence, `$4` the value: records this session as the name's leader
+    /// (election), right after its grant.
+    proclaim: String,
+    /// `$2` the name → the leader's value and fence, if the session that recorded it still holds
+    /// the lock under that fence (its `application_name` carries the fence of its grant).
+    leader: String,
 }
 
 /// The 32-bit halves of the key, as `pg_locks` shows an advisory lock on a `bigint`.
@@ -83,7 +90,7 @@ const KEY_MATCHES: &str = "l.locktype = 'advisory' AND l.granted AND l.objsubid 
 
 impl Statements {
     fn new(names: &Names) -> Self {
-        let Names { sequence, channel, .. } = names;
+        let Names { sequence, channel, leaders, .. } = names;
         Self {
             try_lock: format!(
                 "SELECT f, CASE WHEN f IS NOT NULL THEN set_config('application_name',
@@ -107,11 +114,30 @@ impl Statements {
                    LEFT JOIN pg_stat_activity a ON a.pid = l.pid
                  WHERE {KEY_MATCHES} AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             ),
+            proclaim: format!(
+                "INSERT INTO {leaders} (name, pid, fence, value) VALUES ($1, pg_backend_pid(), $2, $3)
+                 ON CONFLICT (name) DO UPDATE SET pid = excluded.pid, fence = excluded.fence, value = excluded.value"
+            ),
+            leader: format!(
+                "SELECT r.value, r.fence FROM (SELECT hashtextextended($1, 0) AS k) key, pg_locks l
+                   JOIN pg_stat_activity a ON a.pid = l.pid
+                   JOIN {leaders} r ON r.pid = l.pid AND a.application_name LIKE '% fence ' || r.fence
+                 WHERE {KEY_MATCHES} AND r.name = $2
+                   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ),
         }
     }
 }
 
 impl PgAdvisory {
+    /// Records the session `client`, just granted `name` under `fence`, as its leader with `value`.
+    async fn proclaim(&self, client: &Client, name: &str, fence: i64, value: &str) -> Result<()> {
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
+            [(&name, Type::TEXT), (&fence, Type::INT8), (&value, Type::TEXT)];
+        bounded("a leader's record", self.shared.timeout, client.query_typed(&self.sql.proclaim, &params)).await?;
+        Ok(())
+    }
+
     pub(super) fn new(shared: Shared, server: Server, keep_idle: usize) -> Self {
         let sql = Arc::new(Statements::new(&shared.names));
         Self { shared, server, sql, held: Arc::default(), idle: Mutex::new(Vec::new()), keep_idle }
@@ -217,11 +243,17 @@ impl Backend for PgAdvisory {
                 client.query_typed_one(&self.sql.try_lock, &[(&key, Type::TEXT)]),
             )
             .await?;
-            undo.disarm();
             let Some(fence) = row.get::<_, Option<i64>>(0) else {
+                undo.disarm();
                 self.put_back(client);
                 return Ok(Grant::Held(None));
             };
+            // Still armed: a failed or abandoned proclamation unlocks (a leader nobody can read is
+            // no leader).
+            if let Some(value) = hold.leader_value() {
+                self.proclaim(&client, name, fence, value).await?;
+            }
+            undo.disarm();
             let pinned = Arc::new(Pinned { client, name: name.clone(), deadline: Mutex::new(Instant::now() + lease) });
             self.expire_later(token.to_owned(), Arc::downgrade(&pinned));
             self.held.lock().unwrap().insert(token.to_owned(), pinned);
@@ -338,5 +370,16 @@ impl Backend for PgAdvisory {
 
     fn wake(&self) -> &WakeHub {
         &self.shared.wake
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move {
+            let key = self.shared.names.advisory_key(&keys.name);
+            let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+                [(&key, Type::TEXT), (&keys.name, Type::TEXT)];
+            let rows =
+                self.shared.pool.run("a leader read", async |c| c.query_typed(&self.sql.leader, &params).await).await?;
+            Ok(rows.first().map(|row| Leader::new(row.get(0), Fence::new(row.get::<_, i64>(1) as u64))))
+        })
     }
 }

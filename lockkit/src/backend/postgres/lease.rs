@@ -17,6 +17,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::{Holder, HolderRole, LockInfo, LockKind},
     },
     wake::WakeHub,
@@ -36,7 +37,8 @@ impl fmt::Debug for PgLease {
 
 /// The statements, with the table, sequence and channel names spliced in once.
 struct Statements {
-    /// `$1` name, `$2` token, `$3` lease in ms → (fence if granted, holder's ms left otherwise).
+    /// `$1` name, `$2` token, `$3` lease in ms, `$4` a leader's value (NULL for a lock) → (fence
+    /// if granted, holder's ms left otherwise).
     /// The outer `SELECT` sees the statement's snapshot: the row a concurrent acquire inserted
     /// after it may be invisible, and then neither column is set (retry soon).
     acquire: String,
@@ -52,6 +54,8 @@ struct Statements {
     /// `$1` the names' literal start → name, fence, token, ms left (negative when expired) of
     /// every lock taken and not released; the caller matches the whole pattern.
     inspect: String,
+    /// `$1` name → the leader's value and fence, if a leader's lease is in force (election).
+    leader: String,
 }
 
 impl Statements {
@@ -60,10 +64,11 @@ impl Statements {
         Self {
             acquire: format!(
                 "WITH granted AS (
-                   INSERT INTO {table} AS l (name, token, fence, expires_at)
-                   VALUES ($1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond')
+                   INSERT INTO {table} AS l (name, token, fence, expires_at, value)
+                   VALUES ($1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond', $4)
                    ON CONFLICT (name) DO UPDATE
-                     SET token = excluded.token, fence = nextval('{sequence}'), expires_at = excluded.expires_at
+                     SET token = excluded.token, fence = nextval('{sequence}'), expires_at = excluded.expires_at,
+                       value = excluded.value
                      WHERE l.expires_at <= clock_timestamp()
                    RETURNING l.fence)
                  SELECT (SELECT fence FROM granted) AS fence,
@@ -74,7 +79,7 @@ impl Statements {
                 "WITH ours AS (
                    SELECT name, expires_at FROM {table} WHERE name = $1 AND token = $2 FOR UPDATE),
                  released AS (
-                   UPDATE {table} AS l SET token = '', expires_at = clock_timestamp() FROM ours
+                   UPDATE {table} AS l SET token = '', expires_at = clock_timestamp(), value = NULL FROM ours
                    WHERE l.name = ours.name
                    RETURNING l.name, ours.expires_at > clock_timestamp() AS unexpired)
                  SELECT count(*) FILTER (WHERE unexpired)
@@ -89,6 +94,10 @@ impl Statements {
             inspect: format!(
                 "SELECT name, fence, token, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
                  FROM {table} WHERE starts_with(name, $1) AND token <> ''"
+            ),
+            leader: format!(
+                "SELECT value, fence FROM {table}
+                 WHERE name = $1 AND token <> '' AND value IS NOT NULL AND expires_at > clock_timestamp()"
             ),
         }
     }
@@ -147,8 +156,9 @@ impl Backend for PgLease {
                 })
             };
             let lease_ms = millis(lease);
-            let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
-                [(name, Type::TEXT), (&token, Type::TEXT), (&lease_ms, Type::INT8)];
+            let value = hold.leader_value();
+            let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 4] =
+                [(name, Type::TEXT), (&token, Type::TEXT), (&lease_ms, Type::INT8), (&value, Type::TEXT)];
             let row = super::bounded(
                 "an acquire",
                 self.shared.timeout,
@@ -263,5 +273,17 @@ impl Backend for PgLease {
 
     fn wake(&self) -> &WakeHub {
         &self.shared.wake
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move {
+            let name = &keys.name;
+            let rows = self
+                .shared
+                .pool
+                .run("a leader read", async |c| c.query_typed(&self.sql.leader, &[(name, Type::TEXT)]).await)
+                .await?;
+            Ok(rows.first().map(|row| Leader::new(row.get(0), Fence::new(row.get::<_, i64>(1) as u64))))
+        })
     }
 }

@@ -9,7 +9,8 @@
 //!
 //! ```sql
 //! CREATE TABLE lockkit_locks (name text PRIMARY KEY, token text NOT NULL,
-//!                             fence bigint NOT NULL, expires_at timestamptz NOT NULL);
+//!                             fence bigint NOT NULL, expires_at timestamptz NOT NULL,
+//!                             value text);  -- a leader's value (election), NULL for a lock
 //! CREATE SEQUENCE lockkit_fence;
 //! ```
 //!
@@ -33,7 +34,9 @@
 //! pins for its whole life: **one connection per held lock**. No table and no writes (only the
 //! fence sequence), and the server releases the lock the moment the session ends, whatever the
 //! client's state. A psql user takes the same lock with
-//! `SELECT pg_advisory_lock(hashtextextended('lockkit:orders', 0));`. Does not work through
+//! `SELECT pg_advisory_lock(hashtextextended('lockkit:orders', 0));`. A leader election's
+//! leader (`election`) also records itself in `lockkit_leaders (name, pid, fence, value)`, which
+//! followers believe only while that pid still holds the lock under that fence. Does not work through
 //! transaction pooling (the lock belongs to a session that the pooler hands to others).
 //!
 //! # Fences
@@ -173,6 +176,9 @@ struct Names {
     sequence: String,
     /// `<prefix>_released`: the `NOTIFY` channel of releases; the payload is the lock name.
     channel: String,
+    /// `<prefix>_leaders`: advisory locks' leaders (election): the holding session's pid, its
+    /// fence and its value.
+    leaders: String,
 }
 
 impl Names {
@@ -195,6 +201,7 @@ impl Names {
             table: format!("{prefix}_locks"),
             sequence: format!("{prefix}_fence"),
             channel: format!("{prefix}_released"),
+            leaders: format!("{prefix}_leaders"),
         })
     }
 
@@ -203,11 +210,17 @@ impl Names {
     fn schema(&self, mode: PgMode) -> String {
         let Self { table, sequence, .. } = self;
         let table = match mode {
+            // `value`: a leader's (election), NULL for a lock; added to tables made before it.
             PgMode::Lease => format!(
                 "CREATE TABLE IF NOT EXISTS {table} (name text PRIMARY KEY, token text NOT NULL, \
-                 fence bigint NOT NULL, expires_at timestamptz NOT NULL);"
+                 fence bigint NOT NULL, expires_at timestamptz NOT NULL); \
+                 ALTER TABLE {table} ADD COLUMN IF NOT EXISTS value text;"
             ),
-            PgMode::Advisory => String::new(),
+            PgMode::Advisory => format!(
+                "CREATE TABLE IF NOT EXISTS {leaders} (name text PRIMARY KEY, pid integer NOT NULL, \
+                 fence bigint NOT NULL, value text NOT NULL);",
+                leaders = self.leaders
+            ),
         };
         format!(
             "SELECT pg_advisory_xact_lock(hashtextextended('lockkit schema {sequence}', 0)); \

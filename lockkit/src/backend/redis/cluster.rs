@@ -24,7 +24,7 @@ use redis::{
 };
 use tokio::sync::OnceCell;
 
-use super::{RedisScripts, eviction, holds};
+use super::{RedisScripts, eviction, holds, leader};
 use crate::{
     backend::{
         Backend, BoxFuture,
@@ -41,6 +41,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::LockInfo,
         settings::Config,
     },
@@ -236,6 +237,10 @@ impl Backend for RedisCluster {
 
     fn wake(&self) -> &WakeHub {
         &self.wake
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move { leader::parse_read(self.run(&leader::read(keys)).await?) })
     }
 }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{
-    fair, read_write, reentrant,
+    fair, leader, read_write, reentrant,
     scripts::{self, Call},
     semaphore,
 };
@@ -24,6 +24,7 @@ pub(crate) fn acquire(hold: &Hold, token: &str, lease: Duration) -> Call {
         HoldKind::Write { prefer_writers } => read_write::acquire_write(keys, token, lease, *prefer_writers),
         HoldKind::Permit { permits } => semaphore::acquire(keys, token, lease, *permits),
         HoldKind::Fair { queue_timeout } => fair::acquire(keys, token, lease, &hold.ticket, *queue_timeout),
+        HoldKind::Leader { value } => leader::acquire(keys, token, lease, value),
     }
 }
 
@@ -36,6 +37,7 @@ pub(crate) fn extend(hold: &Hold, token: &str, lease: Duration) -> Call {
         HoldKind::Reentrant { .. } => reentrant::extend(keys, token, lease),
         HoldKind::Read => read_write::extend_read(keys, token, lease),
         HoldKind::Permit { .. } => semaphore::extend(keys, token, lease),
+        HoldKind::Leader { .. } => leader::extend(keys, token, lease),
     }
 }
 
@@ -48,6 +50,7 @@ pub(crate) fn release(hold: &Hold, token: &str) -> Call {
         HoldKind::Read => read_write::release_read(keys, token),
         HoldKind::Permit { .. } => semaphore::release(keys, token),
         HoldKind::Fair { .. } => fair::release(keys, token),
+        HoldKind::Leader { .. } => leader::release(keys, token),
     }
 }
 

@@ -9,6 +9,7 @@
 //! | `scripts` | the plain lock's scripts, and [`Call`]: one script invocation that any Redis backend runs or pipelines |
 //! | `holds` | which scripts keep each hold: attempt, extension, release, leave |
 //! | `reentrant`, `fair`, `read_write`, `semaphore`, `members` | the primitives' own scripts |
+//! | `leader` | a leader's lock and the value beside it, and the followers' read |
 //! | `retire` | the fence retirement script |
 //! | `view` | one server's read-only view of a lock, for `inspect` |
 
@@ -17,6 +18,7 @@ mod connections;
 mod eviction;
 mod fair;
 pub(crate) mod holds;
+pub(crate) mod leader;
 mod members;
 pub(crate) mod read_write;
 pub(crate) mod redlock;

@@ -30,7 +30,7 @@ use std::{sync::Arc, time::Duration};
 use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
 
-use super::{eviction, holds};
+use super::{eviction, holds, leader};
 use crate::{
     backend::{
         Backend, BoxFuture, UndoOnCancel,
@@ -48,6 +48,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::{LockInfo, LockKind},
         settings::Config,
     },
@@ -382,4 +383,29 @@ impl Backend for Redlock {
     fn wake(&self) -> &WakeHub {
         &self.wake
     }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move {
+            let read = &leader::read(keys);
+            let replies = self
+                .on_all("a leader read", self.command_timeout, |mut conn| async move {
+                    read.invoke::<redis::Value>(&mut conn).await
+                })
+                .await;
+            self.require_quorum("a leader read", &replies)?;
+            let seen: Vec<Leader> =
+                replies.into_iter().filter_map(|reply| reply.and_then(leader::parse_read).ok().flatten()).collect();
+            Ok(majority_leader(&seen, self.quorum))
+        })
+    }
+}
+
+/// The leader a quorum of nodes agrees on (by value), with the largest of their terms: the
+/// grant's fence once it was written back. `None` when no value has a quorum: nobody leads, or
+/// a grant is still being made or undone.
+fn majority_leader(seen: &[Leader], quorum: usize) -> Option<Leader> {
+    let agreeing = |value: &str| seen.iter().filter(|l| l.value() == value).map(Leader::term).collect::<Vec<_>>();
+    let value = seen.iter().map(Leader::value).find(|value| agreeing(value).len() >= quorum)?;
+    let term = agreeing(value).into_iter().max()?;
+    Some(Leader::new(value.to_owned(), term))
 }

@@ -39,8 +39,9 @@ end
 return {1, redis.call('INCR', KEYS[2])}
 ";
 
-/// Owner-checked compare-and-delete that wakes waiters; deletes the holder's delay key too: a
-/// release has no delay. KEYS: lock, delay. ARGV: token, channel.
+/// Owner-checked compare-and-delete that wakes waiters; deletes the key that lives with the
+/// grant too (the holder's delay key: a release has no delay; a leader's value). KEYS: lock,
+/// delay or leader. ARGV: token, channel.
 /// Returns 1 when we still held the lock, 0 otherwise. (`pcall`: a key of another type, a
 /// primitive's, is simply not ours.)
 const RELEASE: &str = r"
@@ -178,11 +179,13 @@ pub(crate) fn plain_acquire(keys: &LockKeys, token: &str, lease: Duration, delay
 
 /// The plain lock's owner-checked release (which also ends a lock-delay of ours).
 pub(crate) fn plain_release(keys: &LockKeys, token: &str) -> Call {
-    Call::new(
-        &RELEASE_SCRIPT,
-        vec![keys.lock.clone(), keys.key(crate::model::keys::suffix::DELAY)],
-        vec![token.to_owned(), keys.released.clone()],
-    )
+    release_with(keys, keys.key(crate::model::keys::suffix::DELAY), token)
+}
+
+/// The plain lock's owner-checked release that deletes `side`, a key that lives with the grant,
+/// along with the lock.
+pub(crate) fn release_with(keys: &LockKeys, side: String, token: &str) -> Call {
+    Call::new(&RELEASE_SCRIPT, vec![keys.lock.clone(), side], vec![token.to_owned(), keys.released.clone()])
 }
 
 /// The plain lock's owner-checked extension.

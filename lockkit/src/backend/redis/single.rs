@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::{RedisScripts, eviction, holds};
+use super::{RedisScripts, eviction, holds, leader};
 use crate::{
     backend::{
         Backend, BoxFuture,
@@ -21,6 +21,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::LockInfo,
         settings::Config,
     },
@@ -147,6 +148,10 @@ impl Backend for SingleRedis {
 
     fn wake(&self) -> &WakeHub {
         &self.wake
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(async move { leader::parse_read(self.run(&leader::read(keys)).await?) })
     }
 }
 

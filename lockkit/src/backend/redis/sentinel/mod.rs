@@ -68,6 +68,7 @@ use crate::{
         grant::{Grant, Renewal, Renewed},
         hold::Hold,
         keys::LockKeys,
+        leader::Leader,
         lock_info::LockInfo,
         settings::Config,
     },
@@ -321,6 +322,10 @@ impl Backend for RedisSentinel {
 
     fn inspect<'a>(&'a self, prefix: &'a str, pattern: &'a str) -> BoxFuture<'a, Result<Vec<LockInfo>>> {
         Box::pin(self.on_master(true, move |master| async move { master.redis.inspect(prefix, pattern).await }))
+    }
+
+    fn leader<'a>(&'a self, keys: &'a LockKeys) -> BoxFuture<'a, Result<Option<Leader>>> {
+        Box::pin(self.on_master(true, move |master| async move { master.redis.leader(keys).await }))
     }
 
     fn wake(&self) -> &WakeHub {

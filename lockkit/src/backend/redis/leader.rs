@@ -1,0 +1,84 @@
+//! A leader's lock on Redis (one server, a cluster, each Redlock node): the plain lock
+//! `{prefix:NAME}` and, beside it, `{prefix:NAME}:leader`, a hash of the leader's token and
+//! value. Both are set by the grant, extended together and deleted together, so the value lives
+//! exactly as long as the lease: a follower never reads the value of a leader whose lease ended.
+//! The election itself (campaign, observe, resign) is `election`'s; this file only has the scripts.
+
+use std::{sync::LazyLock, time::Duration};
+
+use redis::Script;
+
+use super::scripts::{self, Call, millis};
+use crate::model::{
+    fence::Fence,
+    keys::{LockKeys, suffix},
+    leader::Leader,
+};
+
+/// Grants the lock if free, with the leader's value beside it. KEYS: lock, fence, leader.
+/// ARGV: token, lease ms, value. Returns `{1, fence}` or `{0, pttl}` like the plain lock's.
+const ACQUIRE: &str = r"
+local held = redis.call('PTTL', KEYS[1])
+if held ~= -2 then return {0, held} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[3])
+redis.call('HSET', KEYS[3], 'token', ARGV[1], 'value', ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+return {1, redis.call('INCR', KEYS[2])}
+";
+
+/// Owner-checked `PEXPIRE` of the lock and its value. KEYS: lock, leader. ARGV: token, lease ms.
+const EXTEND: &str = r"
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// The leader as followers see it: its value and the fence counter, only while the value beside
+/// the lock is the holder's (a plain lock on the same name has no leader). KEYS: lock, leader,
+/// fence. Returns `{value, fence}` or nil.
+const READ: &str = r"
+local holder = redis.pcall('GET', KEYS[1])
+if type(holder) ~= 'string' then return false end
+local leader = redis.pcall('HMGET', KEYS[2], 'token', 'value')
+if type(leader) ~= 'table' or leader[1] ~= holder then return false end
+return {leader[2], redis.call('GET', KEYS[3]) or '0'}
+";
+
+static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE));
+static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND));
+static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(READ));
+
+pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, value: &str) -> Call {
+    Call::new(
+        &ACQUIRE_SCRIPT,
+        vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::LEADER)],
+        vec![token.to_owned(), millis(lease).to_string(), value.to_owned()],
+    )
+}
+
+pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
+    Call::new(
+        &EXTEND_SCRIPT,
+        vec![keys.lock.clone(), keys.key(suffix::LEADER)],
+        vec![token.to_owned(), millis(lease).to_string()],
+    )
+}
+
+/// The plain lock's release, which deletes the value with the lock.
+pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
+    scripts::release_with(keys, keys.key(suffix::LEADER), token)
+}
+
+/// Reads the leader (see [`READ`]); parse its answer with [`parse_read`].
+pub(crate) fn read(keys: &LockKeys) -> Call {
+    Call::new(&READ_SCRIPT, vec![keys.lock.clone(), keys.key(suffix::LEADER), keys.fence.clone()], vec![])
+}
+
+/// The answer of [`read`]: the leader (its value, and the fence counter as its term), if any.
+pub(crate) fn parse_read(reply: redis::Value) -> crate::Result<Option<Leader>> {
+    let read: Option<(String, String)> = redis::from_redis_value(reply)?;
+    Ok(read.map(|(value, fence)| Leader::new(value, Fence::new(fence.parse().unwrap_or(0)))))
+}
