@@ -7,10 +7,10 @@
 //!
 //! | layer | modules | what lives there |
 //! |---|---|---|
-//! | API | `client`, `acquire`, `guard`, `run`, `primitives`, `retire`, `inspect` | [`LockClient`] and its builder, [`Acquire`] and the wait loop, [`LockGuard`], work under a lock ([`LockGuard::run`], [`LockClient::with_lock`]), the primitives' constructors, fence retirement, [`LockClient::inspect`] |
+//! | API | `client`, `acquire`, `guard`, `run`, `election`, `primitives`, `retire`, `inspect` | [`LockClient`] and its builder, [`Acquire`] and the wait loop, [`LockGuard`], work under a lock ([`LockGuard::run`], [`LockClient::with_lock`]), leader election ([`Election`]), the primitives' constructors, fence retirement, [`LockClient::inspect`] |
 //! | tasks | `core`, `watchdog`, `registry`, `lease`, `wake`, `jobs` | what a client, its guards and its watchdog share; batched renewals and loss detection; the leases held and their timetables; wake-ups on release; background work |
 //! | backends | `backend` | the neutral `Backend` seam and each backend; the Redis layer (`backend::redis`) owns every Lua script |
-//! | data | `model` | [`Fence`], [`Error`], [`LeaseLoss`], [`BackendKind`] and [`Capability`], lock keys, what a lease holds, grants and renewals, [`LockInfo`], settings |
+//! | data | `model` | [`Fence`], [`Error`], [`LeaseLoss`], [`BackendKind`] and [`Capability`], lock keys, what a lease holds, grants and renewals, [`LockInfo`], [`Leader`], settings |
 //! | support | `clock`, `glob`, `metrics` | the lease clock (`CLOCK_BOOTTIME`), name patterns, metric names |
 //! | documentation | [`guide`] | a page per backend, fencing, the primitives, the features in detail |
 

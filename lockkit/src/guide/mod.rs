@@ -4,6 +4,7 @@
 //! | page | what it explains |
 //! |---|---|
 //! | [`redis`] | one Redis: URL, guarantees, keys, the eviction check, re-seeding and retiring fences |
+//! | [`sentinel`] | Redis Sentinel: following the master, what an asynchronous failover does to a held lock, fences floored above every earlier one |
 //! | [`cluster`] | Redis Cluster: slots, resharding, failover |
 //! | [`redlock`] | Redlock over independent masters: majorities, clocks, fences across majorities |
 //! | [`zookeeper`] | ZooKeeper: Curator's lock layout, sessions as leases, zxids as fences |
@@ -21,6 +22,7 @@
 //! | backend | one pair costs | pick it when |
 //! |---|---|---|
 //! | one Redis | 2 Lua scripts | you run Redis and a lost lock after a Redis failure is acceptable because your store checks the fence |
+//! | Redis Sentinel | the same on the master (and its replication) | the same, with a replica promoted when the master fails |
 //! | Redis Cluster | 2 scripts on the key's master | the same, sharded over masters |
 //! | Redlock, 5 masters | 2 scripts on every master | you want no single Redis to matter, and accept the clock assumption |
 //! | ZooKeeper | 2 quorum writes synced to disk (create, delete) and a listing | you run ZooKeeper, want fences that survive a restart, and hold locks for seconds, not milliseconds |
@@ -40,4 +42,5 @@ pub mod postgres;
 pub mod primitives;
 pub mod redis;
 pub mod redlock;
+pub mod sentinel;
 pub mod zookeeper;

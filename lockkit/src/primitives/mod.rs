@@ -20,7 +20,6 @@
 //! | `fair` | [`LockClient::fair`](crate::LockClient::fair) |
 //! | `read_write` | [`LockClient::read_write`](crate::LockClient::read_write), [`ReadWriteLock`](crate::ReadWriteLock), [`LockGuard::downgrade`](crate::LockGuard::downgrade) |
 //! | `semaphore` | [`LockClient::semaphore`](crate::LockClient::semaphore) |
-//! | `leader` | the scripts of a leader's lock on Redis (the election is [`Election`](crate::Election)) |
 //! | `multi` | [`LockClient::multi`](crate::LockClient::multi), [`MultiGuard`](crate::MultiGuard) |
 
 pub(crate) mod fair;

@@ -351,7 +351,9 @@ fn own_prefix(what: &str) -> String {
 async fn drop_objects(base: &str, prefix: &str) {
     raw(base)
         .await
-        .batch_execute(&format!("DROP TABLE IF EXISTS {prefix}_locks; DROP SEQUENCE IF EXISTS {prefix}_fence"))
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {prefix}_locks; DROP TABLE IF EXISTS {prefix}_leaders; DROP SEQUENCE IF EXISTS {prefix}_fence"
+        ))
         .await
         .unwrap();
 }
@@ -420,7 +422,9 @@ async fn postgres_a_fence_raise_the_role_may_not_make_is_a_config_error() {
     }
     .await;
 
-    let cleanup = format!("DROP SEQUENCE {prefix}_fence; REVOKE CREATE ON SCHEMA public FROM {role}; DROP ROLE {role}");
+    let cleanup = format!(
+        "DROP TABLE IF EXISTS {prefix}_leaders; DROP SEQUENCE {prefix}_fence; REVOKE CREATE ON SCHEMA public FROM {role}; DROP ROLE {role}"
+    );
     raw(&base).await.batch_execute(&cleanup).await.unwrap();
     let (satisfied, above) = outcome.unwrap();
     assert_eq!(satisfied, Fence::new(5), "a raise already satisfied answers with the value");
