@@ -86,7 +86,7 @@ pub struct Settings {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Locks {
-    /// Where they live, as a lockkit URL (`redis://`, `redis+cluster://`, `redlock://`, `zk://`,
+    /// Where they live, as a lockkit URL (`redis://`, `redis+sentinel://`, `redis+cluster://`, `redlock://`, `zk://`,
     /// `etcd://`, `postgres://`, `postgres+advisory://`). Empty means the Redis URL.
     pub url: Secret,
     /// Lease of a shard lock, renewed by the watchdog while held. Short, so that another instance
