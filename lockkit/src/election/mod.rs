@@ -19,12 +19,13 @@
 //! | Redlock | the same, on a majority of the nodes | the same hash on each node; a follower reads every node and believes the value a majority agrees on | the grant's fence (the largest counter of the majority, written back) |
 //! | ZooKeeper | the lowest of the EPHEMERAL_SEQUENTIAL nodes `_c_<guid>-latch-<sequence>` under `<chroot>/NAME`: Curator's `LeaderLatch` layout | the node's data (Curator's participant id) | the node's `czxid` |
 //! | etcd | the key with the lowest create revision under `NAME/`: etcd's `concurrency.Election` layout, so `etcdctl elect NAME` campaigns and observes with lockkit | the key `NAME/<lease id in hex>`'s value, put under the candidate's lease | the key's create revision |
-//! | PostgreSQL lease table | the holder of the row `NAME` of `<prefix>_locks` | the row `NAME` of `<prefix>_leaders` (`token`, `fence`, `value`), written right after the grant; followers believe it only while the lock's row holds the same token and has not expired | the grant's fence |
+//! | PostgreSQL lease table | the holder of the row `NAME` of `<prefix>_locks` | the row's `value` column, written by the statement that grants the lock and cleared by its release; followers believe it only while the row holds a token and has not expired | the grant's fence |
 //! | PostgreSQL advisory locks | the session holding the advisory lock of `<prefix>:NAME` | the same `<prefix>_leaders` row, with the holding session's pid; followers believe it only while that session still holds the advisory lock (`pg_locks`) | the grant's fence |
 //!
-//! On Redis and etcd the value appears atomically with the grant (one script, one transaction),
-//! on ZooKeeper with the node. On PostgreSQL the row is written right after the grant, before
-//! `campaign` returns: a follower may see "no leader" for that one round trip.
+//! On Redis, etcd and the PostgreSQL lease table the value appears atomically with the grant (one
+//! script, one transaction, one statement), on ZooKeeper with the node. With advisory locks the
+//! row is written right after the grant, before `campaign` returns: a follower may see "no
+//! leader" for that one round trip.
 //!
 //! # Watching
 //!
