@@ -76,7 +76,8 @@ impl Hold {
     pub(crate) fn release(&self, token: &str) -> Call {
         let keys = &self.keys;
         match &self.kind {
-            HoldKind::Lock { .. } | HoldKind::Write { .. } => scripts::plain_release(keys, token),
+            HoldKind::Lock { delay } => scripts::plain_release(keys, token, *delay),
+            HoldKind::Write { .. } => scripts::plain_release(keys, token, Duration::ZERO),
             HoldKind::Reentrant { .. } => reentrant::release(keys, token),
             HoldKind::Read => read_write::release_read(keys, token),
             HoldKind::Permit { .. } => semaphore::release(keys, token),
