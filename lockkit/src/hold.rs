@@ -85,6 +85,13 @@ impl Hold {
         }
     }
 
+    /// Whether its release is an owner-checked delete of the lock key and nothing more (the plain
+    /// lock without a lock-delay, a read-write lock's write side): what a server's own
+    /// compare-and-delete command can do without a script.
+    pub(crate) fn releases_by_compare_and_delete(&self) -> bool {
+        matches!(self.kind, HoldKind::Lock { delay } if delay.is_zero()) || matches!(self.kind, HoldKind::Write { .. })
+    }
+
     /// What a waiter that gives up (wait over, or its acquire dropped) must undo on the server:
     /// a fair lock's queue place. `None` for the others, which leave nothing behind.
     pub(crate) fn leave(&self) -> Option<Call> {

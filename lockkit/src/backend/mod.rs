@@ -13,6 +13,7 @@
 //! | PostgreSQL (feature `postgres`) | `postgres://`, `postgres+advisory://` | `postgres` |
 
 mod cluster;
+mod compare_delete;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod eviction;

@@ -3,7 +3,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::{Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel, eviction};
+use super::{
+    Backend, BackendKind, BoxFuture, Grant, Renewal, Renewed, UndoOnCancel,
+    compare_delete::{self, CompareDelete},
+    eviction,
+};
 use crate::{
     Fence, LockInfo,
     connections::Connections,
@@ -23,6 +27,9 @@ pub(crate) struct SingleRedis {
     /// `host:port`, for messages (never the credentials).
     address: String,
     wake: WakeHub,
+    /// The server's compare-and-delete command for plain releases, once probed (set to `None`:
+    /// it has none, and releases run the script).
+    compare_delete: tokio::sync::OnceCell<Option<CompareDelete>>,
 }
 
 impl SingleRedis {
@@ -31,7 +38,30 @@ impl SingleRedis {
         let client =
             redis::Client::open(url).map_err(|e| Error::new(ErrorKind::Config, "invalid redis url").with_source(e))?;
         let address = client.get_connection_info().addr().to_string();
-        Ok(Self { conns, address, wake: WakeHub::start(client, config.command_timeout) })
+        Ok(Self {
+            conns,
+            address,
+            wake: WakeHub::start(client, config.command_timeout),
+            compare_delete: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// The server's compare-and-delete command, probed once, by the first release that could use
+    /// it (the releases that arrive meanwhile wait for that probe). A probe that fails is tried
+    /// again by the next release if the connection failed (this one runs the script); a server
+    /// that refuses `COMMAND` (an ACL) is taken to have neither command.
+    async fn compare_delete(&self) -> Option<CompareDelete> {
+        let probed = self
+            .compare_delete
+            .get_or_try_init(async || {
+                match self.conns.run(async |conn| compare_delete::probe().query_async(conn).await).await {
+                    Ok(reply) => Ok(compare_delete::parse(&reply)),
+                    Err(e) if e.is_unavailable() => Err(e),
+                    Err(_) => Ok(None),
+                }
+            })
+            .await;
+        probed.ok().copied().flatten()
     }
 }
 
@@ -74,6 +104,11 @@ impl Backend for SingleRedis {
 
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            if hold.releases_by_compare_and_delete()
+                && let Some(how) = self.compare_delete().await
+            {
+                return self.conns.run(async |conn| compare_delete::release(conn, how, &hold.keys, token).await).await;
+            }
             let call = hold.release(token);
             self.conns.run(async |conn| scripts::owner_checked(conn, &call).await).await
         })
