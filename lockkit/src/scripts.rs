@@ -27,20 +27,17 @@ end
 /// because such a release publishes its wake-up only while the mark exists. Set in the same script
 /// as the failed check, so a release that follows the attempt sees it. It outlives the waiter's
 /// sleep, which is at most `held` (the holder's lease left) or, when the holder has no expiry
-/// (`held` is -1), the wake safety interval: then the mark keeps no expiry either. Its expiry is
-/// only ever lengthened, so a later waiter's shorter view cannot cut an earlier one's. The margin
-/// covers the time between the script and the start of the waiter's sleep; a waiter later than
-/// that still wakes by its own timer. (The count is for tests and inspection: how many attempts
-/// announced themselves.)
+/// (`held` is -1, another library's key), the wake safety interval: then the mark lasts 10
+/// minutes (a safety interval longer than that may cost such a waiter its interval). Its expiry
+/// is only ever lengthened, so a later waiter's shorter view cannot cut an earlier one's. The
+/// margin covers the time between the script and the start of the waiter's sleep; a waiter later
+/// than that still wakes by its own timer. The mark always expires by itself: a release does not
+/// delete it, because a release wakes one waiter per process and the others sleep on. (The count
+/// is for tests and inspection: how many attempts announced themselves.)
 pub(crate) const ANNOUNCE_WAITER: &str = r"
 local function announce_waiter(mark, held)
-  local left = redis.call('PTTL', mark)
-  redis.call('INCR', mark)
-  if held <= 0 then
-    redis.call('PERSIST', mark)
-  elseif left ~= -1 and left < held + 2000 then
-    redis.call('PEXPIRE', mark, held + 2000)
-  end
+  local ms = held >= 0 and held + 2000 or 600000
+  if redis.call('INCR', mark) == 1 or redis.call('PTTL', mark) < ms then redis.call('PEXPIRE', mark, ms) end
 end
 ";
 
@@ -144,16 +141,17 @@ impl Call {
         Self { script: &**script, keys, args }
     }
 
-    /// Runs the script (loading it first if the server lost it).
+    /// Runs the script (loading it first if the server lost it). The `EVALSHA` is built straight
+    /// from the call: going through redis-rs' `ScriptInvocation` copied every key and argument
+    /// twice per call, on the hot path of every acquire and release.
     pub(crate) async fn invoke<T: FromRedisValue>(&self, conn: &mut impl ConnectionLike) -> redis::RedisResult<T> {
-        let mut invocation = self.script.prepare_invoke();
-        for key in &self.keys {
-            invocation.key(key);
+        match self.evalsha().query_async(conn).await {
+            Err(e) if is_noscript(&e) => {
+                self.script.prepare_invoke().load_async(conn).await?;
+                self.evalsha().query_async(conn).await
+            }
+            result => result,
         }
-        for arg in &self.args {
-            invocation.arg(arg);
-        }
-        invocation.invoke_async(conn).await
     }
 
     /// The same as a plain `EVALSHA` command, so that many can be pipelined.
