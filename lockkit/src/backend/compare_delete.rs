@@ -1,10 +1,11 @@
 //! The plain lock's release without a script, on a server that has a compare-and-delete command:
 //! `DELIFEQ key value` (Valkey 9.0) or `DELEX key IFEQ value` (Redis 8.4, Valkey 9.2).
 //!
-//! Why: on Redis 7.0 a script call costs about 5 µs of server CPU before its first command
-//! (measured with `INFO commandstats`: `EVALSHA` 6-7.5 µs a call, its commands about 1 µs
-//! together), so a release by one command is most of the saving a fenced lock can make. The acquire
-//! keeps its script: `SET NX` and `INCR` of the fence must be one step.
+//! Why: on Redis 7.0 most of a script call's server CPU is the call itself, not its commands
+//! (`INFO commandstats` during `lockctl bench`, Redis 7.0.15: 3.4-5.2 µs per `EVALSHA` of the
+//! plain lock, of which its commands take under 1 µs; an `EVALSHA` of `return 1` alone costs
+//! 1.6-3.5 µs), so a release by one command is the largest saving left to a fenced lock. The
+//! acquire keeps its script: `SET NX` and `INCR` of the fence must be one step.
 //!
 //! The command is found once per server with `COMMAND INFO DELIFEQ DELEX` (an unknown command
 //! answers nil there, never an error); without either, the release stays the owner-checked script.
