@@ -14,6 +14,9 @@ from .locks import LOCK_CONCURRENCIES, PEER_LIBRARIES
 TARGETS_DOC = {
     "lockkit_vs_redis": "lockkit uncontended >= 80% of the raw Redis pair rate at every concurrency (1, 16, 64)",
     "lockkit_vs_peers": "lockkit uncontended ahead of every peer library at every concurrency (1, 16, 64)",
+    "lockkit_cpu_vs_rslock": "lockkit's plain fenced pair <= 1.5x rslock's Redis CPU per pair (one Redis, uncontended, "
+                             "C=16 and C=64)",
+    "lockkit_rate_vs_rslock": "lockkit's plain fenced pair >= 0.8x rslock's pairs/s (one Redis, uncontended, C=16 and C=64)",
     "fenced_shard_scaling": "sharded-fenced with 20 shards >= 3x its 1-shard orders/s",
     "fenced_vs_pg": "sharded-fenced with 20 shards >= 60% of pg_order_tps",
     "owned_vs_db_atomic": "owned-shards with 20 shards >= 2x db-atomic with 20 shards in orders/s (throughput cells)",
@@ -48,9 +51,40 @@ def _t(key: str, ok: bool, detail: str) -> Target:
     return Target(key, TARGETS_DOC[key], "PASS" if ok else "MISS", detail)
 
 
+# rslock is the cheapest peer: a plain SET NX lock without a fence. These concurrencies are where
+# the fence's cost is judged against it.
+RSLOCK_CONCURRENCIES = (16, 64)
+
+
+def rslock_targets(lk: dict) -> list[Target]:
+    """lockkit on the one Redis against rslock at the same concurrencies: Redis CPU per pair (at most
+    1.5x) and pairs/s (at least 0.8x)."""
+    def runs(rows, library=None):
+        return {r.get("concurrency"): r for r in rows or []
+                if r.get("mode") == "uncontended" and "error" not in r and (library is None or r.get("library") == library)}
+
+    mine, theirs = runs(lk.get("lockctl")), runs(lk.get("peers"), "rslock")
+    out = []
+    for key, field, limit, ok, unit in (
+            ("lockkit_cpu_vs_rslock", "redis_cpu_us_per_pair", 1.5, lambda x: x <= 1.5, " µs"),
+            ("lockkit_rate_vs_rslock", "pairs_per_sec", 0.8, lambda x: x >= 0.8, " pairs/s")):
+        details, passed = [], True
+        for c in RSLOCK_CONCURRENCIES:
+            a, b = (mine.get(c) or {}).get(field), (theirs.get(c) or {}).get(field)
+            if a is None or not b:
+                passed = False
+                details.append(f"C={c}: no data")
+                continue
+            x = float(a) / float(b)
+            passed &= ok(x)
+            details.append(f"C={c}: {float(a):.1f} / {float(b):.1f}{unit} = x{x:.2f}")
+        out.append(_t(key, passed, "; ".join(details)))
+    return out
+
+
 def lock_targets(lk: dict, smoke: bool) -> list[Target]:
     ratios = lk.get("ratios", {})
-    out = []
+    out = rslock_targets(lk)
     if all(ratios.get(str(c), {}).get("vs_redis") is not None for c in LOCK_CONCURRENCIES):
         vals = {c: ratios[str(c)]["vs_redis"] for c in LOCK_CONCURRENCIES}
         piped = {c: ratios[str(c)].get("vs_redis_pipelined") for c in LOCK_CONCURRENCIES}

@@ -73,3 +73,34 @@ def test_lock_targets_without_data_miss():
 
     assert targets["lockkit_vs_redis"].detail == "no data"
     assert targets["lockkit_vs_peers"].detail == "peers not run (smoke mode)"
+
+
+def _lock_section(lockkit: dict[int, tuple[float, float]], rslock: dict[int, tuple[float, float]]) -> dict:
+    """A lock section with lockkit's and rslock's uncontended runs: C -> (pairs/s, Redis CPU µs/pair)."""
+    def row(c, pps, cpu, **extra):
+        return {"mode": "uncontended", "concurrency": c, "pairs_per_sec": pps, "redis_cpu_us_per_pair": cpu, **extra}
+    return {"lockctl": [row(c, *v) for c, v in lockkit.items()],
+            "peers": [row(c, *v, library="rslock") for c, v in rslock.items()]}
+
+
+def test_lockkit_against_rslock_passes_within_the_bounds():
+    lk = _lock_section({16: (40000.0, 15.0), 64: (56000.0, 14.0)}, {16: (48000.0, 12.0), 64: (70000.0, 10.0)})
+
+    targets = by_id(evaluate_targets([], {}, lk, smoke=False))
+
+    assert targets["lockkit_cpu_vs_rslock"].status == "PASS"
+    assert targets["lockkit_cpu_vs_rslock"].detail == "C=16: 15.0 / 12.0 µs = x1.25; C=64: 14.0 / 10.0 µs = x1.40"
+    assert targets["lockkit_rate_vs_rslock"].status == "PASS"
+
+
+def test_lockkit_against_rslock_misses_on_either_concurrency_or_missing_data():
+    slow = _lock_section({16: (40000.0, 15.0), 64: (50000.0, 16.0)}, {16: (48000.0, 12.0), 64: (70000.0, 10.0)})
+    missing = _lock_section({16: (40000.0, 15.0)}, {16: (48000.0, 12.0), 64: (70000.0, 10.0)})
+
+    targets = by_id(evaluate_targets([], {}, slow, smoke=False))
+    none = by_id(evaluate_targets([], {}, missing, smoke=False))
+
+    assert targets["lockkit_cpu_vs_rslock"].status == "MISS"
+    assert targets["lockkit_rate_vs_rslock"].status == "MISS"
+    assert targets["lockkit_rate_vs_rslock"].detail.endswith("C=64: 50000.0 / 70000.0 pairs/s = x0.71")
+    assert (none["lockkit_cpu_vs_rslock"].status, none["lockkit_cpu_vs_rslock"].detail.split("; ")[1]) == ("MISS", "C=64: no data")

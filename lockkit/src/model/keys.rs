@@ -45,6 +45,11 @@ pub(crate) mod suffix {
     pub(crate) const WAKE: &str = "wake";
     /// Leader election: the leader's token and value (a hash), with the lock's expiry.
     pub(crate) const LEADER: &str = "leader";
+    /// Set by every failed attempt that a plain lock's holder may have to wake (a waiter of the
+    /// plain lock, the read-write lock or the reentrant lock), for a while longer than that waiter
+    /// sleeps: the plain lock's release publishes its wake-up only while it exists. Not in
+    /// [`IN_USE`]: a waiter alone, with the lock free, is about to take it.
+    pub(crate) const WAITING: &str = "waiting";
     /// Every suffix whose key means "the name is in use" (for fence retirement and inspection).
     pub(crate) const IN_USE: [&str; 6] = [DELAY, GRANTS, READERS, PERMITS, QUEUE, QUEUE_DEADLINES];
 }

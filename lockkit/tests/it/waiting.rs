@@ -2,11 +2,17 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use lockkit::LockClient;
 
 use redis::aio::MultiplexedConnection;
 
 use crate::support::{Proxy, client, eventually, lock_key, raw, redis_url, unique};
+
+/// How long the waiters below wait: far longer than a wake-up takes, and far shorter than the
+/// holder's lease (30 s) or the safety interval (60 s), so only a release's wake-up ends the wait
+/// before it runs out.
+const WAIT: Duration = Duration::from_secs(20);
 
 #[tokio::test]
 async fn a_waiter_wakes_on_release_without_polling() {
@@ -19,7 +25,7 @@ async fn a_waiter_wakes_on_release_without_polling() {
     let held = holder.try_lock(&name).await.unwrap().unwrap();
     let waiter = {
         let name = name.clone();
-        tokio::spawn(async move { waiter_client.lock(&name, Duration::from_secs(20)).await })
+        tokio::spawn(async move { waiter_client.lock(&name, WAIT).await })
     };
     // The waiter's wait has begun once Redis has its subscription: from then on, hold 700 ms.
     let (conn, channel) = (raw().await, format!("{}:released", lock_key(&name)));
@@ -31,7 +37,9 @@ async fn a_waiter_wakes_on_release_without_polling() {
     let guard = waiter.await.unwrap().expect("woken by the release");
 
     // Round trips: the first try, the retry right after subscribing, the one after the wake-up.
+    // (An unwoken waiter would also take the lock in 3, by its last try at the end of its wait.)
     assert_eq!(guard.attempts(), 3);
+    assert!(guard.waited() < WAIT, "not woken: took the lock at the end of its wait");
     assert!(
         guard.waited() >= Duration::from_millis(700),
         "waited {:?}, counted from before it subscribed",
@@ -114,6 +122,91 @@ async fn an_unconfirmed_subscription_does_not_stretch_the_wait() {
     assert!(err.is_timeout(), "{err}");
     assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
     assert!(held.release().await.unwrap());
+}
+
+/// A release that nobody waits for publishes no wake-up (the cut that makes a plain pair cheap):
+/// the release's message, had there been one, would reach a listener before a marker published
+/// after the release returned.
+#[tokio::test]
+async fn a_release_that_nobody_waits_for_publishes_nothing() {
+    let client = client().await;
+    let name = unique("unwaited");
+    let channel = format!("{}:released", lock_key(&name));
+    let mut listener = redis::Client::open(redis_url()).unwrap().get_async_pubsub().await.unwrap();
+    listener.subscribe(&channel).await.unwrap();
+
+    let guard = client.try_lock(&name).await.unwrap().unwrap();
+    assert!(guard.release().await.unwrap());
+    redis::cmd("PUBLISH").arg(&channel).arg("marker").query_async::<()>(&mut raw().await).await.unwrap();
+
+    let first: String = listener.on_message().next().await.unwrap().get_payload().unwrap();
+    assert_eq!(first, "marker", "the release published a wake-up nobody waited for");
+}
+
+/// Two waiters of one process: a release wakes one of them, and the other sleeps on. When the
+/// first releases in turn, the second must be woken by that release too, although nobody
+/// attempted between the two releases: the mark its own attempt left still announces it. Neither
+/// the holder's lease (30 s) nor the safety interval (60 s) could wake it within its wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_waiter_of_a_process_is_woken_by_the_next_release() {
+    let holder = client().await;
+    let waiters =
+        LockClient::builder(redis_url()).wake_safety_interval(Duration::from_secs(60)).connect().await.unwrap();
+    let name = unique("second-waiter");
+    let held = holder.try_lock(&name).await.unwrap().unwrap();
+    let [first, second] = [(), ()].map(|()| {
+        let (client, name) = (waiters.clone(), name.clone());
+        tokio::spawn(async move {
+            let guard = client.lock(&name, WAIT).await?;
+            let woken = (guard.attempts(), guard.waited());
+            guard.release().await?;
+            Ok::<_, lockkit::Error>(woken)
+        })
+    });
+    // Each waiter announces its first attempt and the one after its subscription: four in all,
+    // after which both sleep.
+    let mark = format!("{}:waiting", lock_key(&name));
+    let announced = eventually(Duration::from_secs(10), || {
+        let mark = mark.clone();
+        async move { redis::cmd("GET").arg(&mark).query_async::<Option<u64>>(&mut raw().await).await.unwrap() >= Some(4) }
+    });
+    assert!(announced.await, "both waiters announced themselves");
+
+    held.release().await.unwrap();
+
+    for (attempts, waited) in [first.await.unwrap().expect("woken"), second.await.unwrap().expect("woken in turn")] {
+        // The last try of an unwoken waiter, at the end of its wait, would find the lock free too.
+        assert!(waited < WAIT, "not woken: took the lock at the end of its wait");
+        assert_eq!(attempts, 3, "woken once, by a release");
+    }
+}
+
+/// A reader kept out by a plain lock of the same name announces itself too, so the plain lock's
+/// release wakes it (the plain release publishes only for announced waiters).
+#[tokio::test]
+async fn a_reader_kept_out_by_a_plain_lock_is_woken_by_its_release() {
+    let holder = client().await;
+    let reader =
+        LockClient::builder(redis_url()).wake_safety_interval(Duration::from_secs(60)).connect().await.unwrap();
+    let name = unique("plain-then-read");
+    let held = holder.try_lock(&name).await.unwrap().unwrap();
+    let waiting = {
+        let name = name.clone();
+        tokio::spawn(async move { reader.read_write(&name).read().wait(WAIT).await })
+    };
+    let mark = format!("{}:waiting", lock_key(&name));
+    let announced = eventually(Duration::from_secs(10), || {
+        let mark = mark.clone();
+        async move { redis::cmd("GET").arg(&mark).query_async::<Option<u64>>(&mut raw().await).await.unwrap() >= Some(2) }
+    });
+    assert!(announced.await, "the reader announced itself after subscribing");
+
+    held.release().await.unwrap();
+
+    let share = waiting.await.unwrap().expect("woken by the plain lock's release");
+    assert!(share.waited() < WAIT, "not woken: took the share at the end of its wait");
+    assert_eq!(share.attempts(), 3);
+    share.release().await.unwrap();
 }
 
 /// Whether anyone is subscribed to `channel` (`PUBSUB NUMSUB`).

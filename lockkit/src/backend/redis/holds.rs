@@ -45,13 +45,21 @@ pub(crate) fn extend(hold: &Hold, token: &str, lease: Duration) -> Call {
 pub(crate) fn release(hold: &Hold, token: &str) -> Call {
     let keys = &hold.keys;
     match &hold.kind {
-        HoldKind::Lock { .. } | HoldKind::Write { .. } => scripts::plain_release(keys, token),
+        HoldKind::Lock { delay } => scripts::plain_release(keys, token, *delay),
+        HoldKind::Write { .. } => scripts::plain_release(keys, token, Duration::ZERO),
         HoldKind::Reentrant { .. } => reentrant::release(keys, token),
         HoldKind::Read => read_write::release_read(keys, token),
         HoldKind::Permit { .. } => semaphore::release(keys, token),
         HoldKind::Fair { .. } => fair::release(keys, token),
         HoldKind::Leader { .. } => leader::release(keys, token),
     }
+}
+
+/// Whether its release is an owner-checked delete of the lock key and nothing more (the plain
+/// lock without a lock-delay, a read-write lock's write side): what a server's own
+/// compare-and-delete command can do without a script.
+pub(crate) fn releases_by_compare_and_delete(hold: &Hold) -> bool {
+    matches!(hold.kind, HoldKind::Lock { delay } if delay.is_zero()) || matches!(hold.kind, HoldKind::Write { .. })
 }
 
 /// What a waiter that gives up (wait over, or its acquire dropped) must undo on the server: a

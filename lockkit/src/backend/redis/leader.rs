@@ -15,11 +15,15 @@ use crate::model::{
     leader::Leader,
 };
 
-/// Grants the lock if free, with the leader's value beside it. KEYS: lock, fence, leader.
-/// ARGV: token, lease ms, value. Returns `{1, fence}` or `{0, pttl}` like the plain lock's.
+/// Grants the lock if free, with the leader's value beside it. KEYS: lock, fence, leader, waiter
+/// mark. ARGV: token, lease ms, value. Returns `{1, fence}` or `{0, pttl}`; a candidate kept out
+/// announces itself, so that the leader's release wakes it.
 const ACQUIRE: &str = r"
 local held = redis.call('PTTL', KEYS[1])
-if held ~= -2 then return {0, held} end
+if held ~= -2 then
+  announce_waiter(KEYS[4], held)
+  return {0, held}
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('DEL', KEYS[3])
 redis.call('HSET', KEYS[3], 'token', ARGV[1], 'value', ARGV[3])
@@ -47,14 +51,14 @@ if type(leader) ~= 'table' or leader[1] ~= holder then return false end
 return {leader[2], redis.call('GET', KEYS[3]) or '0'}
 ";
 
-static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE));
+static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude_announcing(ACQUIRE));
 static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND));
 static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(READ));
 
 pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, value: &str) -> Call {
     Call::new(
         &ACQUIRE_SCRIPT,
-        vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::LEADER)],
+        vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::LEADER), scripts::waiter_mark(keys)],
         vec![token.to_owned(), millis(lease).to_string(), value.to_owned()],
     )
 }
@@ -69,7 +73,7 @@ pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
 
 /// The plain lock's release, which deletes the value with the lock.
 pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
-    scripts::release_with(keys, keys.key(suffix::LEADER), token)
+    scripts::release_with(keys, Some(keys.key(suffix::LEADER)), token)
 }
 
 /// Reads the leader (see [`READ`]); parse its answer with [`parse_read`].

@@ -14,6 +14,7 @@
 //! | `view` | one server's read-only view of a lock, for `inspect` |
 
 pub(crate) mod cluster;
+mod compare_delete;
 mod connections;
 mod eviction;
 mod fair;

@@ -24,11 +24,15 @@ use crate::model::{
 };
 
 /// A read share, unless a writer holds the lock or a preferred writer waits. KEYS: lock, fence,
-/// readers, writer-waiting. ARGV: token, lease ms. Returns `{1, current fence}` or `{0, wait ms}`.
+/// readers, writer-waiting, waiter mark. ARGV: token, lease ms. Returns `{1, current fence}` or
+/// `{0, wait ms}`; kept out by a writer (or a plain lock), it announces itself to its release.
 const ACQUIRE_READ: &str = r"
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local w = redis.call('PTTL', KEYS[1])
-if w ~= -2 then return {0, w} end
+if w ~= -2 then
+  announce_waiter(KEYS[5], w)
+  return {0, w}
+end
 local waiting = redis.call('PTTL', KEYS[4])
 if waiting > 0 then return {0, waiting} end
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
@@ -37,8 +41,9 @@ return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 ";
 
 /// The write lock, if neither a writer nor a live reader holds it; otherwise (with a positive
-/// mark) marks a writer as waiting. KEYS: lock, fence, readers, writer-waiting. ARGV: token,
-/// lease ms, mark ms (0: no writer preference). Returns `{1, fence}` or `{0, wait ms}`.
+/// mark) marks a writer as waiting, and announces itself to the write holder's release. KEYS:
+/// lock, fence, readers, writer-waiting, waiter mark. ARGV: token, lease ms, mark ms (0: no writer
+/// preference). Returns `{1, fence}` or `{0, wait ms}`.
 const ACQUIRE_WRITE: &str = r"
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local wait = nil
@@ -50,6 +55,7 @@ elseif redis.call('ZCARD', KEYS[3]) > 0 then
 end
 if wait then
   if tonumber(ARGV[3]) > 0 then redis.call('SET', KEYS[4], '1', 'PX', ARGV[3]) end
+  announce_waiter(KEYS[5], wait)
   return {0, wait}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -70,12 +76,18 @@ redis.call('PUBLISH', ARGV[4], '1')
 return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 ";
 
-static ACQUIRE_READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(ACQUIRE_READ));
-static ACQUIRE_WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(ACQUIRE_WRITE));
+static ACQUIRE_READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude_announcing(ACQUIRE_READ));
+static ACQUIRE_WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude_announcing(ACQUIRE_WRITE));
 static DOWNGRADE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(DOWNGRADE));
 
 fn rw_keys(keys: &LockKeys) -> Vec<String> {
-    vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::READERS), keys.key(suffix::WRITER_WAITING)]
+    vec![
+        keys.lock.clone(),
+        keys.fence.clone(),
+        keys.key(suffix::READERS),
+        keys.key(suffix::WRITER_WAITING),
+        scripts::waiter_mark(keys),
+    ]
 }
 
 pub(crate) fn acquire_read(keys: &LockKeys, token: &str, lease: Duration) -> Call {

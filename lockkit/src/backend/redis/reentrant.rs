@@ -19,9 +19,10 @@ use super::members;
 use super::scripts::{self, Call, millis};
 use crate::model::keys::{LockKeys, suffix};
 
-/// Grants the lock to `owner` if it is free or already `owner`'s. KEYS: lock, fence, grants.
-/// ARGV: token, lease ms, owner. Returns `{1, fence}` (the first grant's fence for a re-entry) or
-/// `{0, pttl}`.
+/// Grants the lock to `owner` if it is free or already `owner`'s. KEYS: lock, fence, grants,
+/// waiter mark. ARGV: token, lease ms, owner. Returns `{1, fence}` (the first grant's fence for a
+/// re-entry) or `{0, pttl}`; a refusal announces the waiter (a plain lock's release wakes it
+/// only then).
 const ACQUIRE: &str = r"
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local kind = redis.call('TYPE', KEYS[1])['ok']
@@ -36,7 +37,9 @@ if kind == 'none' then
 elseif kind == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[3] then
   fence = tonumber(redis.call('HGET', KEYS[1], 'fence'))
 else
-  return {0, redis.call('PTTL', KEYS[1])}
+  local held = redis.call('PTTL', KEYS[1])
+  announce_waiter(KEYS[4], held)
+  return {0, held}
 end
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 keep(KEYS[1], ARGV[2])
@@ -44,12 +47,12 @@ keep(KEYS[3], ARGV[2])
 return {1, fence}
 ";
 
-static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(ACQUIRE));
+static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude_announcing(ACQUIRE));
 
 pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, owner: &str) -> Call {
     Call::new(
         &ACQUIRE_SCRIPT,
-        vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::GRANTS)],
+        vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::GRANTS), scripts::waiter_mark(keys)],
         vec![token.to_owned(), millis(lease).to_string(), owner.to_owned()],
     )
 }

@@ -22,32 +22,66 @@ local function keep(key, ms)
 end
 ";
 
-/// Grants the lock if free and not in a lock-delay: `SET PX` of the owner token plus `INCR` of
-/// the fence counter; with a delay, the delay key (holder's token) is set to outlive the lease
-/// by the delay. KEYS: lock, fence, delay. ARGV: token, lease ms, delay ms (0: none).
-/// Returns `{1, fence}` when granted, `{0, pttl}` when held (pttl is -1 for a key without expiry)
-/// or delayed (the delay left).
-const ACQUIRE: &str = r"
-local held = redis.call('PTTL', KEYS[1])
-if held ~= -2 then return {0, held} end
-local delayed = redis.call('PTTL', KEYS[3])
-if delayed > 0 then return {0, delayed} end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if tonumber(ARGV[3]) > 0 then
-  redis.call('SET', KEYS[3], ARGV[1], 'PX', tonumber(ARGV[2]) + tonumber(ARGV[3]))
+/// Lua: `announce_waiter(mark, held)`, run by a failed attempt that a release of the plain lock
+/// (or of a read-write lock's write side) must wake: counts the attempt in the waiter mark,
+/// because such a release publishes its wake-up only while the mark exists. Set in the same script
+/// as the failed check, so a release that follows the attempt sees it. It outlives the waiter's
+/// sleep, which is at most `held` (the holder's lease left) or, when the holder has no expiry
+/// (`held` is -1, another library's key), the wake safety interval: then the mark lasts 10
+/// minutes (a safety interval longer than that may cost such a waiter its interval). Its expiry
+/// is only ever lengthened, so a later waiter's shorter view cannot cut an earlier one's. The
+/// margin covers the time between the script and the start of the waiter's sleep; a waiter later
+/// than that still wakes by its own timer. The mark always expires by itself: a release does not
+/// delete it, because a release wakes one waiter per process and the others sleep on. (The count
+/// is for tests and inspection: how many attempts announced themselves.)
+pub(crate) const ANNOUNCE_WAITER: &str = r"
+local function announce_waiter(mark, held)
+  local ms = held >= 0 and held + 2000 or 600000
+  if redis.call('INCR', mark) == 1 or redis.call('PTTL', mark) < ms then redis.call('PEXPIRE', mark, ms) end
 end
-return {1, redis.call('INCR', KEYS[2])}
 ";
 
-/// Owner-checked compare-and-delete that wakes waiters; deletes the key that lives with the
-/// grant too (the holder's delay key: a release has no delay; a leader's value). KEYS: lock,
-/// delay or leader. ARGV: token, channel.
+/// Grants the lock if free and not in a lock-delay: `SET NX PX` of the owner token plus `INCR` of
+/// the fence counter; with a delay, the delay key (holder's token) is set to outlive the lease
+/// by the delay. KEYS: lock, fence, delay, waiter mark. ARGV: token, lease ms, delay ms (0: none).
+/// Returns the fence (at least 1) when granted; when held (or delayed), `-2 - pttl`, where pttl
+/// is the lease (or delay) left, -1 for a key without expiry. A refusal announces the waiter.
+///
+/// The `SET NX` comes first because a lock is usually free when taken: one command both checks
+/// and takes it, where a `PTTL` before it cost a command on every grant. A grant inside someone's
+/// lock-delay (rare) is undone in the same script, so nobody ever sees it. One integer answers,
+/// not a `{granted, value}` table: Redis 7.0 spends about a microsecond turning a Lua table into
+/// a reply.
+const ACQUIRE: &str = r"
+local held
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  held = redis.call('PTTL', KEYS[3])
+  if held <= 0 then
+    if tonumber(ARGV[3]) > 0 then
+      redis.call('SET', KEYS[3], ARGV[1], 'PX', tonumber(ARGV[2]) + tonumber(ARGV[3]))
+    end
+    return redis.call('INCR', KEYS[2])
+  end
+  redis.call('DEL', KEYS[1])
+else
+  held = redis.call('PTTL', KEYS[1])
+end
+announce_waiter(KEYS[4], held)
+return -2 - held
+";
+
+/// Owner-checked compare-and-delete that wakes waiters, if any announced themselves (the waiter
+/// mark): a `PUBLISH` nobody listens to is work for nothing. With a lock-delay grant it deletes
+/// the holder's delay key too (a release has no delay), and for a leader its value: the key that
+/// lives with the grant. KEYS: lock, waiter mark, and that key if any. ARGV: token. The channel is the lock key's name plus
+/// `:released` (a channel is not a key, so it need not be declared, and one argument fewer is
+/// one Lua string fewer to make per call).
 /// Returns 1 when we still held the lock, 0 otherwise. (`pcall`: a key of another type, a
 /// primitive's, is simply not ours.)
 const RELEASE: &str = r"
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call('PUBLISH', ARGV[2], '1')
+  if KEYS[3] then redis.call('DEL', KEYS[1], KEYS[3]) else redis.call('DEL', KEYS[1]) end
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PUBLISH', KEYS[1] .. ':released', '1') end
   return 1
 end
 return 0
@@ -78,7 +112,7 @@ end
 return cur
 ";
 
-static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE));
+static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&format!("{ANNOUNCE_WAITER}{ACQUIRE}")));
 static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
 static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND));
 static ENSURE_FENCE_AT_LEAST_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENSURE_FENCE_AT_LEAST));
@@ -86,6 +120,11 @@ static ENSURE_FENCE_AT_LEAST_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script:
 /// A script that uses the [`PRELUDE`]'s `now` and `keep`.
 pub(crate) fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}{body}"))
+}
+
+/// A script that uses the [`PRELUDE`] and [`ANNOUNCE_WAITER`].
+pub(crate) fn with_prelude_announcing(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}{ANNOUNCE_WAITER}{body}"))
 }
 
 /// One script invocation: what a backend runs for an acquire, an extension, a release or a
@@ -102,16 +141,17 @@ impl Call {
         Self { script: &**script, keys, args }
     }
 
-    /// Runs the script (loading it first if the server lost it).
+    /// Runs the script (loading it first if the server lost it). The `EVALSHA` is built straight
+    /// from the call: going through redis-rs' `ScriptInvocation` copied every key and argument
+    /// twice per call, on the hot path of every acquire and release.
     pub(crate) async fn invoke<T: FromRedisValue>(&self, conn: &mut impl ConnectionLike) -> redis::RedisResult<T> {
-        let mut invocation = self.script.prepare_invoke();
-        for key in &self.keys {
-            invocation.key(key);
+        match self.evalsha().query_async(conn).await {
+            Err(e) if is_noscript(&e) => {
+                self.script.prepare_invoke().load_async(conn).await?;
+                self.evalsha().query_async(conn).await
+            }
+            result => result,
         }
-        for arg in &self.args {
-            invocation.arg(arg);
-        }
-        invocation.invoke_async(conn).await
     }
 
     /// The same as a plain `EVALSHA` command, so that many can be pipelined.
@@ -152,10 +192,16 @@ impl From<AcquireReply> for Grant {
     }
 }
 
-/// Runs an acquire call: every acquire script answers `{1, fence}` or `{0, pttl}`.
+/// Runs an acquire call. The plain lock's script answers one integer (see `ACQUIRE`); the
+/// primitives' answer `{1, fence}` or `{0, pttl}`.
 pub(crate) async fn acquire(conn: &mut impl ConnectionLike, call: &Call) -> redis::RedisResult<AcquireReply> {
-    let (granted, value): (i64, i64) = call.invoke(conn).await?;
-    Ok(if granted == 1 {
+    let reply: redis::Value = call.invoke(conn).await?;
+    let (granted, value) = match reply {
+        redis::Value::Int(fence) if fence > 0 => (true, fence),
+        redis::Value::Int(held) => (false, -2 - held),
+        other => redis::from_redis_value::<(i64, i64)>(other).map(|(granted, value)| (granted == 1, value))?,
+    };
+    Ok(if granted {
         AcquireReply::Granted(value.max(0) as u64)
     } else {
         AcquireReply::Held((value > 0).then(|| Duration::from_millis(value as u64)))
@@ -172,20 +218,28 @@ pub(crate) fn plain_acquire(keys: &LockKeys, token: &str, lease: Duration, delay
     let delay_ms = if delay.is_zero() { 0 } else { millis(delay) };
     Call::new(
         &ACQUIRE_SCRIPT,
-        vec![keys.lock.clone(), keys.fence.clone(), keys.key(crate::model::keys::suffix::DELAY)],
+        vec![keys.lock.clone(), keys.fence.clone(), keys.key(crate::model::keys::suffix::DELAY), waiter_mark(keys)],
         vec![token.to_owned(), millis(lease).to_string(), delay_ms.to_string()],
     )
 }
 
-/// The plain lock's owner-checked release (which also ends a lock-delay of ours).
-pub(crate) fn plain_release(keys: &LockKeys, token: &str) -> Call {
-    release_with(keys, keys.key(crate::model::keys::suffix::DELAY), token)
+/// The plain lock's (and a read-write lock's write side's) owner-checked release, which also ends
+/// a lock-delay grant's delay.
+pub(crate) fn plain_release(keys: &LockKeys, token: &str, delay: Duration) -> Call {
+    release_with(keys, (!delay.is_zero()).then(|| keys.key(crate::model::keys::suffix::DELAY)), token)
 }
 
-/// The plain lock's owner-checked release that deletes `side`, a key that lives with the grant,
-/// along with the lock.
-pub(crate) fn release_with(keys: &LockKeys, side: String, token: &str) -> Call {
-    Call::new(&RELEASE_SCRIPT, vec![keys.lock.clone(), side], vec![token.to_owned(), keys.released.clone()])
+/// The plain lock's owner-checked release that also deletes `side`, a key that lives with the
+/// grant (a lock-delay grant's delay key, a leader's value).
+pub(crate) fn release_with(keys: &LockKeys, side: Option<String>, token: &str) -> Call {
+    let mut call_keys = vec![keys.lock.clone(), waiter_mark(keys)];
+    call_keys.extend(side);
+    Call::new(&RELEASE_SCRIPT, call_keys, vec![token.to_owned()])
+}
+
+/// The key whose presence says that a waiter may sleep until the plain lock is released.
+pub(crate) fn waiter_mark(keys: &LockKeys) -> String {
+    keys.key(crate::model::keys::suffix::WAITING)
 }
 
 /// The plain lock's owner-checked extension.

@@ -3,7 +3,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::{RedisScripts, eviction, holds, leader};
+use super::{
+    RedisScripts,
+    compare_delete::{self, CompareDelete},
+    eviction, holds, leader,
+};
 use crate::{
     backend::{
         Backend, BoxFuture,
@@ -35,6 +39,9 @@ pub(crate) struct SingleRedis {
     /// `host:port`, for messages (never the credentials).
     address: String,
     wake: WakeHub,
+    /// The server's compare-and-delete command for plain releases, once probed (set to `None`:
+    /// it has none, and releases run the script).
+    compare_delete: tokio::sync::OnceCell<Option<CompareDelete>>,
 }
 
 impl SingleRedis {
@@ -43,12 +50,30 @@ impl SingleRedis {
         Self::with_wake(url, config, connections, WakeHub::start(client, config.command_timeout))
     }
 
+    /// The server's compare-and-delete command, probed once, by the first release that could use
+    /// it (the releases that arrive meanwhile wait for that probe). A probe that fails is tried
+    /// again by the next release if the connection failed (this one runs the script); a server
+    /// that refuses `COMMAND` (an ACL) is taken to have neither command.
+    async fn compare_delete(&self) -> Option<CompareDelete> {
+        let probed = self
+            .compare_delete
+            .get_or_try_init(async || {
+                match self.conns.run(async |conn| compare_delete::probe().query_async(conn).await).await {
+                    Ok(reply) => Ok(compare_delete::parse(&reply)),
+                    Err(e) if e.is_unavailable() => Err(e),
+                    Err(_) => Ok(None),
+                }
+            })
+            .await;
+        probed.ok().copied().flatten()
+    }
+
     /// The same server, with waiters woken through `wake`, a hub that outlives this server's
     /// connections (Sentinel: the hub follows the master from one server to the next).
     pub(crate) fn with_wake(url: &str, config: &Config, connections: usize, wake: WakeHub) -> Result<Self> {
         let conns = Connections::open(url, connections, config.command_timeout)?;
         let address = client(url)?.get_connection_info().addr().to_string();
-        Ok(Self { conns, address, wake })
+        Ok(Self { conns, address, wake, compare_delete: tokio::sync::OnceCell::new() })
     }
 
     /// `host:port`, for messages (never the credentials).
@@ -101,6 +126,11 @@ impl Backend for SingleRedis {
 
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            if holds::releases_by_compare_and_delete(hold)
+                && let Some(how) = self.compare_delete().await
+            {
+                return self.conns.run(async |conn| compare_delete::release(conn, how, &hold.keys, token).await).await;
+            }
             let call = holds::release(hold, token);
             self.conns.run(async |conn| scripts::owner_checked(conn, &call).await).await
         })

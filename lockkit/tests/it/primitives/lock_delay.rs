@@ -44,6 +44,27 @@ async fn an_expired_holder_leaves_the_lock_delayed_and_a_release_does_not() {
     assert!(!exists(&mut raw().await, &format!("{}:delay", lock_key(&released))).await);
 }
 
+/// A plain grant takes the lock with `SET NX` before it looks for a delay; on a name whose
+/// lock-delay is set later, after cheap grants, the delay still holds, and the refused grant is
+/// undone whole: no lock key left, no fence spent.
+#[tokio::test]
+async fn a_lock_delay_set_later_on_a_name_is_still_honoured() {
+    let (crashed, other) = (client().await, client().await);
+    let name = unique("delay-later");
+    for _ in 0..3 {
+        assert!(other.try_lock(&name).await.unwrap().expect("free").release().await.unwrap());
+    }
+    let fence_key = format!("{}:fence", lock_key(&name));
+    let fence = || async { redis::cmd("GET").arg(&fence_key).query_async::<u64>(&mut raw().await).await.unwrap() };
+
+    crash_holding(&crashed, &name, Some(DELAY)).await;
+    let before = fence().await;
+
+    assert!(other.try_lock(&name).await.unwrap().is_none(), "delayed although the lease is over");
+    assert!(!exists(&mut raw().await, &lock_key(&name)).await, "the refused grant left its lock key");
+    assert_eq!(fence().await, before, "the refused grant spent a fence");
+}
+
 #[tokio::test]
 async fn a_renewed_lease_keeps_its_delay_armed() {
     let client = crate::support::client_with_lease(Duration::from_millis(300)).await;

@@ -39,9 +39,18 @@ impl Occupancy {
     }
 }
 
-/// Keys of the lock `name` (default prefix) other than its fence counter.
+/// Keys of the lock `name` (default prefix) other than its fence counter and a waiter mark that
+/// will expire.
 pub(crate) async fn leftover_keys(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS").arg(format!("{{lockkit:{name}}}*")).query_async(conn).await.unwrap();
-    keys.retain(|k| !k.ends_with(":fence"));
-    keys
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{{lockkit:{name}}}*")).query_async(conn).await.unwrap();
+    let mut left = Vec::new();
+    for key in keys {
+        // The waiter mark outlives the last waiter's sleep on purpose, and expires by itself.
+        let expiring_mark =
+            key.ends_with(":waiting") && redis::cmd("PTTL").arg(&key).query_async::<i64>(&mut *conn).await.unwrap() > 0;
+        if !key.ends_with(":fence") && !expiring_mark {
+            left.push(key);
+        }
+    }
+    left
 }
