@@ -183,7 +183,9 @@ impl Cluster {
     }
 
     async fn create(nodes: Vec<RedisServer>) -> Self {
-        let status = Command::new("redis-cli")
+        // Bounded: `--cluster create` waits for the nodes to meet with no limit of its own.
+        let status = Command::new("timeout")
+            .args(["60", "redis-cli"])
             .arg("--cluster")
             .arg("create")
             .args(nodes.iter().map(RedisServer::address))
@@ -191,8 +193,8 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
-            .expect("redis-cli must be installed");
-        assert!(status.success(), "redis-cli --cluster create failed");
+            .expect("timeout and redis-cli must be installed");
+        assert!(status.success(), "redis-cli --cluster create failed or did not finish within 60 s");
         let cluster = Self { nodes };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !cluster.is_ok().await {
