@@ -141,11 +141,30 @@ build_image() {
         die_with_log "$WORK/build-${name//[\/:]/_}.log" "docker build $name failed"
 }
 
+# A stand-in is rebuilt only when what it is made of changed: the hash of its Dockerfile, the
+# entrypoints and the base image's id (for the builder: its Dockerfile, the toolchain's version
+# and the base) is a label on the image. A warm run so does not depend on the build cache, which
+# `docker builder prune` empties.
+standin_hash() {
+    { "$DOCKER" image inspect -f '{{.Id}}' "$BASE_IMAGE"; cat "$@"; } | sha256sum | cut -c1-16
+}
+
+build_standin() {
+    local name="$1" hash="$2"
+    shift 2
+    if [[ "$("$DOCKER" image inspect -f '{{index .Config.Labels "org.seckill.standin"}}' "$name" 2>/dev/null)" == "$hash" ]]; then
+        log "$name is up to date"
+        return 0
+    fi
+    build_image "$name" "$@" --build-arg "BASE_IMAGE=$BASE_IMAGE" --label "org.seckill.standin=$hash"
+}
+
 # The builder's context is a hard-linked copy of the host's active toolchain without its
 # documentation (bin, lib, libexec, etc: about 600 MB of the 1.4 GB).
 build_builder_image() {
-    local sysroot ctx="$WORK/builder"
+    local sysroot hash ctx="$WORK/builder"
     sysroot="$(rustc --print sysroot)" || die "no host Rust toolchain (rustc) for the builder image"
+    hash="$(standin_hash deploy/standins/builder.Dockerfile <(rustc -vV))"
     rm -rf "$ctx"
     install -d "$ctx/toolchain"
     for part in bin lib libexec etc; do
@@ -153,17 +172,18 @@ build_builder_image() {
         cp -al "$sysroot/$part" "$ctx/toolchain/$part" 2>/dev/null || cp -a "$sysroot/$part" "$ctx/toolchain/$part"
     done
     cp deploy/standins/builder.Dockerfile "$ctx/Dockerfile"
-    build_image "$BUILDER_IMAGE" "$ctx/Dockerfile" "$ctx" --build-arg "BASE_IMAGE=$BASE_IMAGE"
+    build_standin "$BUILDER_IMAGE" "$hash" "$ctx/Dockerfile" "$ctx"
     rm -rf "$ctx"
 }
 
 build_standins() {
-    local spec
+    local spec file name tag
     docker_base_image "$BASE_IMAGE" "$WORK"
     for spec in redis:redis:7 postgres:postgres:15 prometheus:prometheus:2 k6:k6:1.1.0; do
         IFS=: read -r file name tag <<<"$spec"
-        build_image "seckill-standin/$name:$tag" "deploy/standins/$file.Dockerfile" deploy/standins \
-            --build-arg "BASE_IMAGE=$BASE_IMAGE"
+        build_standin "seckill-standin/$name:$tag" \
+            "$(standin_hash "deploy/standins/$file.Dockerfile" deploy/standins/*.sh)" \
+            "deploy/standins/$file.Dockerfile" deploy/standins
     done
     build_builder_image
 }
