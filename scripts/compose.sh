@@ -59,7 +59,7 @@ SECKILL_IMAGE=seckill-demo:local
 OFFICIAL_IMAGES=(redis:7-alpine postgres:15-alpine prom/prometheus:latest grafana/grafana:latest
     grafana/k6:latest rust:1.95-bookworm debian:bookworm-slim)
 PORT_BASE="${COMPOSE_CHECK_PORT_BASE:-18081}"
-export PUBLISH_ADDRESS=127.0.0.1
+unset PUBLISH_ADDRESS   # what is checked is the compose file's default: loopback
 export SECKILL_1_PORT=$PORT_BASE SECKILL_2_PORT=$((PORT_BASE + 1))
 export PROMETHEUS_PORT=$((PORT_BASE + 2)) GRAFANA_PORT=$((PORT_BASE + 3))
 export SECKILL_ADMIN_TOKEN="compose-check-$$"
@@ -202,7 +202,13 @@ http_get() {
 check_endpoints() {
     local base1="http://127.0.0.1:$SECKILL_1_PORT" base2="http://127.0.0.1:$SECKILL_2_PORT"
     local prom="http://127.0.0.1:$PROMETHEUS_PORT" deadline targets
-    local page metrics
+    local page metrics service published
+    # The compose file's default: published on loopback only, never on every address.
+    for service in seckill-1:8080 seckill-2:8080 prometheus:9090; do
+        published="$(compose port "${service%%:*}" "${service##*:}")" || die "no published port for $service"
+        [[ "$published" == 127.0.0.1:* ]] || die "$service is published on $published, not on 127.0.0.1"
+    done
+    log "published ports bind to 127.0.0.1 only"
     # Read whole, then matched: `grep -q` on a pipe would close it early and fail curl (pipefail).
     page="$(http_get "$base1/")" || die "no sale page on $base1/"
     grep -qi '<html' <<<"$page" || die "the sale page on $base1/ is not HTML"
