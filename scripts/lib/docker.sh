@@ -13,16 +13,18 @@
 #   docker_image_present NAME      NAME is in the engine's image store
 #
 # DOCKER is the client to use. Debian's docker.io brings /usr/bin/docker at the engine's own
-# version (20.10), whose `docker build` speaks BuildKit by itself (DOCKER_BUILDKIT=1); a newer
-# client without the buildx plugin refuses BuildKit builds, and deploy/Dockerfile needs them
-# (cache mounts). So the check prefers the engine's own client when the engine is Debian's.
+# version (20.10), whose `docker build` speaks BuildKit by itself (DOCKER_BUILDKIT=1), while a
+# newer client without the buildx plugin refuses BuildKit builds ("buildx component is missing")
+# and the stand-ins are built with BuildKit. So the check prefers the engine's own client when
+# the engine is Debian's.
 
 DOCKERD_PID=""
 : "${DOCKER:=docker}"
 
 docker_install() {
     if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
-        APT_INSTALL_FLAGS="--no-install-recommends" apt_install docker.io debootstrap
+        # With the recommends, as checked on this machine kind (cgroupfs-mount among them).
+        apt_install docker.io debootstrap
     fi
     if [[ -x /usr/bin/docker && "$(dpkg-query -W -f='${Status}' docker.io 2>/dev/null)" == *installed* ]]; then
         DOCKER=/usr/bin/docker
