@@ -191,6 +191,9 @@ build_seckill() {
     # What `docker compose up --build` runs: deploy/Dockerfile with the compose file's context
     # and (with stand-ins) the override's build arguments. Compose v2 drives the engine's
     # BuildKit itself; no buildx plugin is needed (checked with Compose 2.40 and Docker 20.10).
+    # Compose's default Bake path needs the buildx plugin (Debian's docker.io has none); without
+    # it Compose warns and builds itself, which this says outright.
+    "$DOCKER" buildx version >/dev/null 2>&1 || export COMPOSE_BAKE=false
     timeout "$BUILD_LIMIT" "${COMPOSE[@]}" "${COMPOSE_FILES[@]}" --progress plain build \
         >"$WORK/build-seckill.log" 2>&1 || die_with_log "$WORK/build-seckill.log" "compose build failed"
 }
