@@ -50,7 +50,10 @@ docker_engine_up() {
     echo "$DOCKERD_PID" >"$work/dockerd.pid"
     deadline=$((SECONDS + 60))
     until docker_answers; do
-        pid_starting "$DOCKERD_PID" dockerd || die_with_log "$work/dockerd.log" "dockerd exited during start-up"
+        # By liveness, not by name: until setsid has exec'd dockerd, the child is still a bash.
+        if [[ ! -e "/proc/$DOCKERD_PID" ]] || pid_zombie "$DOCKERD_PID"; then
+            die_with_log "$work/dockerd.log" "dockerd exited during start-up"
+        fi
         [[ $SECONDS -lt $deadline ]] || die_with_log "$work/dockerd.log" "dockerd did not answer within 60 s"
         sleep 0.5
     done
@@ -61,12 +64,12 @@ docker_engine_down() {
     local pid="$DOCKERD_PID" deadline
     [[ -n "$pid" ]] || return 0
     DOCKERD_PID=""
-    pid_is "$pid" dockerd || return 0
+    pid_starting "$pid" dockerd || pid_is "$pid" bash || return 0
     log "stopping dockerd (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     # dockerd stops its containers first (10 s each at most), then containerd.
     deadline=$((SECONDS + 60))
-    while pid_is "$pid" dockerd; do
+    while [[ -e "/proc/$pid" ]] && ! pid_zombie "$pid"; do
         if [[ $SECONDS -ge $deadline ]]; then
             log "ERROR: dockerd (pid $pid) still up 60 s after SIGTERM"
             return 1
