@@ -1,5 +1,5 @@
 # Thin wrappers around scripts/. Run `make` for the list.
-.PHONY: help services down status test demo bench chaos
+.PHONY: help services down status test demo bench chaos compose
 .DEFAULT_GOAL := help
 
 help:
@@ -22,6 +22,10 @@ help:
 	@echo "                (scripts/bench.sh --smoke: the quick correctness-only check)"
 	@echo "make chaos      fault injection (own Redis :6391, PostgreSQL :5441) -> loadtest/results/chaos-latest.*"
 	@echo "                (scripts/chaos.sh --bounded: every scenario shortened, as make test runs it)"
+	@echo "make compose    docker-compose.yml for real: installs Docker if missing, builds every image (local stand-ins"
+	@echo "                where none can be pulled), compose up --wait, k6 sells a 10000-unit sale through both"
+	@echo "                seckill containers, audit, published ports, down -v (docs/docker.md;"
+	@echo "                scripts/compose.sh --bounded: tighter limits, shorter sale)"
 
 services:
 	bash scripts/services.sh up
@@ -42,3 +46,6 @@ bench: ; bash scripts/bench.sh
 
 chaos:
 	bash scripts/chaos.sh
+
+compose:
+	bash scripts/compose.sh
