@@ -71,13 +71,13 @@
 //!
 //! | step ([`Action`]) | code |
 //! |---|---|
-//! | `Decide` | `src/inventory/owned/owner.rs` `SaleOwner::decide` and `reserve` (one unit, the usable shard with the least stock) |
-//! | `SoldOut` | `src/inventory/mod.rs`, the `OwnedAttempt::NoStock` arm: `is_sold_out` reads the store |
-//! | `TakeShard` | `src/inventory/owned/placement.rs` `Placement::take_shard` up to the claim: `Hints::read` (rebuilt from the store when missing or of another generation, `src/inventory/hints.rs`), candidates with a hint above 0 not owned here, `ShardLocks::try_lock_shard` (`src/inventory/shard_locks.rs`; lockkit grants with the next fence); one acquisition per owner (`acquiring`) |
+//! | `Decide` | `src/owned/owner.rs` `SaleOwner::decide` and `reserve` (one unit, the usable shard with the least stock) |
+//! | `SoldOut` | `src/owned/sell.rs`, the `OwnedAttempt::NoStock` arm: `is_sold_out` reads the store |
+//! | `TakeShard` | `src/owned/placement.rs` `Placement::take_shard` up to the claim: `Hints::read` (rebuilt from the store when missing or of another generation, `src/selling/hints.rs`), candidates with a hint above 0 not owned here, `ShardLocks::try_lock_shard` (`src/selling/shard_locks.rs`; lockkit grants with the next fence); one acquisition per owner (`acquiring`) |
 //! | `StoreClaim` | `migrations/0001_schema.sql` `seckill_claim`: `fence < t` and the sale's generation, sets `fence = t`, returns `remaining` |
 //! | `ClaimAnswered` | `take_shard` after `Db::claim_shard` (`src/store/owners.rs`): `SaleOwner::adopt` when stock > 0; empty: `Surrendered { empty: true }`; refused: `ShardLocks::reseed_from_store` then release |
 //! | `ClaimTimeout` | `owners.rs` `bounded` (`OwnerWriteError::Unanswered`) and `take_shard`'s `Err` arm: the guard is surrendered; the claim may still land |
-//! | `SendBatch` | `src/inventory/owned/batcher.rs` `spawn`'s loop, `take_batch` (orders on shards no longer owned go back) and `commit` up to `Db::commit_batch` (`SaleOwner::batch_shards`: fence and committed stock per shard) |
+//! | `SendBatch` | `src/owned/batcher.rs` `spawn`'s loop, `take_batch` (orders on shards no longer owned go back) and `commit` up to `Db::commit_batch` (`SaleOwner::batch_shards`: fence and committed stock per shard) |
 //! | `StoreBatch` | `migrations/0001_schema.sql` `seckill_commit_batch` (a refusal is counted in `fence_refusals`): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
 //! | `BatchAnswered` | `batcher::commit`'s match: `committed` (then `finished_shards`), the `Deposed` arm (`forget`, `give_back`, orders on other shards back to pending), the `StaleSale` arm (`SaleOwner::close`) |
 //! | `BatchTimeout` | `commit`'s last `Err` arm: unknown fate, `forget(touched)`, every order answered `Failed` |
@@ -86,7 +86,7 @@
 //! | `Surrender` | `Placement::rebalance` with `SaleOwner::retire` and `surrender` (idle, retiring) and `release_surrendered` (hint 0 when empty, then the owner-checked `LockGuard::release`) |
 //! | `DataLoss` | Redis restarting without its data: leases, the fence counter and the hints are gone |
 //! | `Reset` | `src/store/sales.rs` `Db::put_sale`: new generation, stock restored, orders wiped, fences kept |
-//! | `Refresh` | `src/inventory/owned/mod.rs` `OwnedShards::owner_for`: a request of the new generation closes the previous owner (`SaleOwner::close`) |
+//! | `Refresh` | `src/owned/mod.rs` `OwnedShards::owner_for`: a request of the new generation closes the previous owner (`SaleOwner::close`) |
 //!
 //! Lease renewal is not a step: a lease that has not expired has been renewed. A guard whose
 //! owner dropped it is not renewed, so its expiry counts as progress, not as a fault.

@@ -162,7 +162,7 @@ pub enum Failpoint {
     /// long pause would (GC, swap, a frozen VM); whoever started it resumes it with `SIGCONT`.
     GatePauseAfterDecrement,
     /// `hold-batch-answers`: an owner's batcher holds each batch's answer, once PostgreSQL has
-    /// given it, until the test calls [`crate::failpoint::release_batch_answers`]: the window in
+    /// given it, until the test calls [`crate::lab::failpoint::release_batch_answers`]: the window in
     /// which a shard can be lost and claimed again while the answer is on its way.
     HoldBatchAnswers,
     /// `panic-after-batch-commit`: the first batch an owner commits makes its batcher panic once

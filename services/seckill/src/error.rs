@@ -4,11 +4,7 @@
 use actix_web::{HttpResponse, ResponseError, http::StatusCode};
 use serde_json::json;
 
-use crate::{
-    domain::Refusal,
-    inventory::{InventoryError, gate::reconcile::ReconcileError},
-    store::StoreError,
-};
+use crate::{domain::Refusal, lab::gate::reconcile::ReconcileError, selling::InventoryError, store::StoreError};
 
 /// An error answered to a client as `{"error": CODE, "message": ...}`.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -11,7 +11,10 @@
 //! | [`startup`] | [`Application`](startup::Application): connect, migrate, bind, run |
 //! | [`routes`] | HTTP handlers: parse into domain values, call the inventory |
 //! | [`domain`] | validated values: SKU, user id, quantity, sale spec, strategy |
-//! | [`inventory`] | the purchase loop, owned shards, shard planning, stock hints, shard locks, strategies; `InventoryError` |
+//! | [`owned`] | **the product**: shards owned through their locks, sold from memory, committed in fenced batches |
+//! | [`inventory`] | admits an order and hands it to its sale's family: the product or the lab |
+//! | [`selling`] | what every family shares: the sale catalog, request bounds, stock hints, shard locks, refusals; `InventoryError` |
+//! | [`lab`] | the comparison: the articles' per-request strategies, `redis-gate`, the controls and failpoints |
 //! | [`store`] | PostgreSQL: migrations, sales, shards, orders, owners' claims and batches, audit; `StoreError` |
 //! | [`error`] | the HTTP edge: `ApiError`, client mistakes and the store's and inventory's errors as statuses, in one place |
 //! | [`telemetry`] | logs and the Prometheus recorder |
@@ -22,9 +25,11 @@
 pub mod config;
 pub mod domain;
 pub mod error;
-pub mod failpoint;
 pub mod inventory;
+pub mod lab;
+pub mod owned;
 pub mod routes;
+pub mod selling;
 #[cfg(test)]
 mod settings_doc;
 pub mod startup;

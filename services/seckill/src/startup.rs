@@ -8,14 +8,11 @@ use lockkit::LockClient;
 
 use crate::{
     config::Settings,
-    inventory::{
-        Inventory, RequestBounds,
-        gate::{Gate, GateSettings},
-        hints::Hints,
-        owned::{BatchSettings, OwnedShards, PlacementSettings},
-        shard_locks::ShardLocks,
-    },
+    inventory::Inventory,
+    lab::gate::{Gate, GateSettings},
+    owned::{BatchSettings, OwnedShards, PlacementSettings},
     routes::{self, AdminToken, AuditGate},
+    selling::{Hints, RequestBounds, ShardLocks},
     store::{Db, LockOrder, StoreError},
     telemetry,
     traffic::Traffic,

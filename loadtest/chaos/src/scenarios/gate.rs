@@ -81,7 +81,7 @@ fn gate_env(specs: &mut [InstanceSpec]) {
     }
 }
 
-/// The gate's Redis keys of `sku` (as `services/seckill/src/inventory/gate/keys.rs` names them).
+/// The gate's Redis keys of `sku` (as `services/seckill/src/lab/gate/keys.rs` names them).
 struct Keys {
     meta: String,
     stock: String,

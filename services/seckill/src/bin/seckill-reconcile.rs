@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use seckill::{config::Settings, domain::Sku, inventory::gate::reconcile::reconcile, store::Db, telemetry};
+use seckill::{config::Settings, domain::Sku, lab::gate::reconcile::reconcile, store::Db, telemetry};
 
 /// Reconciles a `redis-gate` sale's Redis keys from PostgreSQL, with the service's settings.
 #[derive(Debug, Parser)]

@@ -24,7 +24,7 @@ pub enum StrategyKind {
     /// Redis Lua pre-deduction, the industry's usual design: a script decides (stock, per-user
     /// limit, idempotency key) in Redis, the order goes to a Redis Stream, and a consumer writes it
     /// to PostgreSQL later. Acknowledged after the stream write: fast, and it can lose an
-    /// acknowledged order (see [`inventory::gate`](crate::inventory::gate)).
+    /// acknowledged order (see [`lab::gate`](crate::lab::gate)).
     RedisGate,
     /// `redis-gate` acknowledged only after PostgreSQL has the order: slower, loses none.
     RedisGateDurable,

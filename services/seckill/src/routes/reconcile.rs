@@ -1,5 +1,5 @@
 //! `POST /v1/sales/{sku}/reconcile` (admin): repair a `redis-gate` sale's Redis keys from
-//! PostgreSQL and report the difference (see `inventory::gate::reconcile`).
+//! PostgreSQL and report the difference (see `lab::gate::reconcile`).
 
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;

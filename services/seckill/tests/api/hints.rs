@@ -4,7 +4,7 @@ use redis::AsyncCommands;
 use reqwest::StatusCode;
 use seckill::{
     domain::{Sale, SaleSpec, SaleSpecBody, ShardId, Sku},
-    inventory::hints::Hints,
+    selling::Hints,
 };
 
 use crate::{
@@ -38,7 +38,7 @@ async fn a_hint_write_of_a_previous_generation_is_dropped() {
     let hints = Hints::new(redis.clone());
 
     hints.set(&previous, ShardId::new(0), 0).await.unwrap();
-    hints.take(&previous, &[]).await.unwrap();
+    hints.take(&previous, []).await.unwrap();
 
     let after: Vec<i64> = redis.hmget(hints_key(&sku), &["0", "1"]).await.unwrap();
     assert_eq!(rebuilt, [5, 5]);

@@ -265,7 +265,7 @@ async fn a_late_batch_answer_leaves_a_newer_claim_of_its_shard_alone() {
     let second = order_in_background(&app, &sku, "second");
     assert!(eventually(async || owned_fences(&app, &sku).await.first().is_some_and(|f| *f > first_fence[0])).await, "claimed again");
 
-    seckill::failpoint::release_batch_answers();
+    seckill::lab::failpoint::release_batch_answers();
 
     assert_eq!(first.await.unwrap().status(), StatusCode::CREATED);
     assert_eq!(second.await.unwrap().status(), StatusCode::CREATED);

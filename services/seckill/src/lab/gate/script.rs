@@ -9,7 +9,7 @@ use redis::{Script, aio::ConnectionManager};
 use super::keys::GateKeys;
 use crate::{
     domain::{GateAck, OrderRequest, Sale, ShardId},
-    inventory::InventoryError,
+    selling::InventoryError,
 };
 
 /// The whole decision in one script: checks the generation, answers a known idempotency key with

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::{Attempt, AttemptFuture, Ctx, Strategy, read_then_write, under_shard_locks};
-use crate::{domain::OrderRequest, domain::Sale, inventory::planner::Plan};
+use crate::{domain::OrderRequest, domain::Sale, lab::per_request::planner::Plan};
 
 pub(super) struct RedisLock;
 

@@ -178,8 +178,8 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
     let outcome = ctx.db.commit_batch(sale, owner.fencing, ctx.settings.lock_order, &batch.shards, &orders, ctx.bound).await;
     drop(orders);
     match ctx.settings.failpoint {
-        Some(Failpoint::HoldBatchAnswers) => crate::failpoint::batch_answers_released().await,
-        Some(Failpoint::PanicAfterBatchCommit) if crate::failpoint::first_panic_after_commit() => {
+        Some(Failpoint::HoldBatchAnswers) => crate::lab::failpoint::batch_answers_released().await,
+        Some(Failpoint::PanicAfterBatchCommit) if crate::lab::failpoint::first_panic_after_commit() => {
             panic!("failpoint panic-after-batch-commit: the batch is committed, none of its orders answered")
         }
         _ => {}
@@ -221,7 +221,7 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
             tracing::warn!(sku = %sale.sku, error = %e, orders = batch.len(), "batch commit failed; giving the shards back");
             owner.forget(&batch_claims);
             ctx.surrenders.database_trouble();
-            let failure = crate::inventory::InventoryError::from(crate::store::StoreError::from(e));
+            let failure = crate::selling::InventoryError::from(crate::store::StoreError::from(e));
             for order in batch {
                 let _ = order.reply.send(Decided::Failed(failure.clone()));
             }

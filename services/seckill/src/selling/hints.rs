@@ -12,10 +12,9 @@ use std::sync::Arc;
 
 use redis::{AsyncCommands, aio::ConnectionManager};
 
-use super::planner::Part;
+use super::InventoryError;
 use crate::{
     domain::{Sale, ShardId, Sku},
-    inventory::InventoryError,
     store::Db,
 };
 
@@ -127,13 +126,13 @@ impl Hints {
         Ok(())
     }
 
-    /// Subtracts units of `sale` just sold (the parts of the plan that sold them), unless the
-    /// hints belong to another generation of the sale by now.
-    pub async fn take(&self, sale: &Sale, parts: &[Part]) -> Result<(), InventoryError> {
+    /// Subtracts units of `sale` just sold (`(shard, units)` pairs), unless the hints belong to
+    /// another generation of the sale by now.
+    pub async fn take(&self, sale: &Sale, parts: impl IntoIterator<Item = (ShardId, u32)>) -> Result<(), InventoryError> {
         let mut invocation = self.take_in_generation.key(Self::key(&sale.sku));
         invocation.arg(sale.generation);
-        for part in parts {
-            invocation.arg(part.shard.get()).arg(part.take);
+        for (shard, units) in parts {
+            invocation.arg(shard.get()).arg(units);
         }
         let _: i64 = invocation.invoke_async(&mut self.redis.clone()).await?;
         Ok(())

@@ -28,8 +28,8 @@ use tokio::sync::mpsc;
 use super::owner::{SaleOwner, Surrendered};
 use crate::{
     domain::{Sale, ShardId, Sku},
-    inventory::InventoryError,
-    inventory::{hints::Hints, shard_locks::ShardLocks},
+    selling::InventoryError,
+    selling::{Hints, ShardLocks},
     store::{Db, StoreError},
 };
 

@@ -21,7 +21,7 @@ use std::sync::LazyLock;
 use super::{keys::GateKeys, script::WRITE_SALE};
 use crate::{
     domain::{Sale, ShardId},
-    inventory::InventoryError,
+    selling::InventoryError,
     store::{Db, StoreError},
 };
 

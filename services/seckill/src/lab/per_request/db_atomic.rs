@@ -7,7 +7,7 @@ use super::{Attempt, AttemptFuture, Ctx, Strategy, committed};
 use crate::{
     domain::OrderRequest,
     domain::Sale,
-    inventory::planner::Plan,
+    lab::per_request::planner::Plan,
     store::{CommitGuard, CommitPart, ShardGuard},
 };
 

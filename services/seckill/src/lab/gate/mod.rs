@@ -59,6 +59,7 @@ mod notices;
 pub mod reconcile;
 mod registry;
 pub mod script;
+mod sell;
 mod waiters;
 pub mod writer;
 
@@ -78,11 +79,10 @@ use self::{
     waiters::Waiters,
     writer::WriterContext,
 };
-use super::strategies::BuyError;
 use crate::{
     config::Failpoint,
     domain::{GateAck, OrderRequest, Refusal, Sale, Sku},
-    inventory::InventoryError,
+    selling::{BuyError, InventoryError},
     store::{Db, GateWritten, OrderRecord, StoreError},
 };
 

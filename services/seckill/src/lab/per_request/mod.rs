@@ -1,24 +1,35 @@
-//! The six per-request ways a sale can protect its stock, behind one trait; the purchase loop
-//! (`inventory::Inventory::buy`) does not know which one runs. One file per strategy.
+//! The articles' strategies: each request decides its own order, against PostgreSQL, under shard
+//! locks or a conditional write. Six ways to protect the stock behind one [`Strategy`] trait, one
+//! file each, and one purchase loop ([`sell`]) that does not know which one runs:
+//!
+//! | strategy | protection |
+//! |---|---|
+//! | `none` | nothing: the control that oversells |
+//! | `redis-lock` | shard locks around read-then-write |
+//! | `sharded-fenced` | shard locks plus fenced writes |
+//! | `db-atomic` | one conditional `UPDATE` |
+//! | `db-pessimistic` | `SELECT ... FOR UPDATE` |
+//! | `db-optimistic` | a version compare-and-set |
 
 mod db_atomic;
 mod db_optimistic;
 mod db_pessimistic;
+mod held_shards;
 mod none;
+pub mod planner;
 mod redis_lock;
+mod sell;
 mod sharded_fenced;
 
 use std::{future::Future, pin::Pin, time::Instant};
 
-use super::{
-    planner::Plan,
-    shard_locks::{HeldShards, ShardLocks},
-};
+pub use self::sell::sell;
+use self::{held_shards::HeldShards, planner::Plan};
 use crate::{
     domain::Sale,
     domain::{OrderRequest, ShardId, StrategyKind},
-    inventory::InventoryError,
-    store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, ShardRead, StoreError},
+    selling::{BuyError, ShardLocks},
+    store::{CommitError, CommitGuard, CommitPart, Db, OrderRecord, ShardRead},
 };
 
 /// What one attempt at a plan came to.
@@ -37,29 +48,6 @@ pub enum Attempt {
     Contended(ShardId),
     /// A fence or version refused the write; nothing was sold. Retry.
     Refused,
-}
-
-/// Why an order cannot be completed at all.
-#[derive(Debug)]
-pub enum BuyError {
-    /// The per-user limit would be exceeded.
-    UserLimit,
-    /// A concurrent request with the same idempotency key won.
-    DuplicateKey,
-    /// Infrastructure or a bug.
-    Api(InventoryError),
-}
-
-impl From<StoreError> for BuyError {
-    fn from(e: StoreError) -> Self {
-        Self::Api(e.into())
-    }
-}
-
-impl From<InventoryError> for BuyError {
-    fn from(e: InventoryError) -> Self {
-        Self::Api(e)
-    }
 }
 
 /// What a strategy works with.
@@ -87,7 +75,7 @@ pub trait Strategy: Send + Sync {
 }
 
 /// The per-request strategy of a sale; `None` for the owned strategies, which do not decide
-/// per request (see [`owned`](crate::inventory::owned)) and the gate ([`gate`](crate::inventory::gate)).
+/// per request (see [`owned`](crate::owned)) and the gate ([`gate`](crate::lab::gate)).
 pub fn for_kind(kind: StrategyKind) -> Option<&'static dyn Strategy> {
     Some(match kind {
         StrategyKind::NoLock => &none::NoLock,
@@ -142,7 +130,7 @@ async fn under_shard_locks(
     deadline: Instant,
     work: impl AsyncFnOnce(&HeldShards) -> Result<Attempt, BuyError>,
 ) -> Result<Attempt, BuyError> {
-    let held = match ctx.locks.lock(&sale.sku, plan, deadline).await? {
+    let held = match HeldShards::lock(&ctx.locks, &sale.sku, plan, deadline).await? {
         Ok(held) => held,
         Err(shard) => return Ok(Attempt::Contended(shard)),
     };

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::{AttemptFuture, Ctx, Strategy, read_then_write};
-use crate::{domain::OrderRequest, domain::Sale, inventory::planner::Plan};
+use crate::{domain::OrderRequest, domain::Sale, lab::per_request::planner::Plan};
 
 pub(super) struct NoLock;
 

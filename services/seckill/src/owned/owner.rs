@@ -28,7 +28,7 @@ use super::linger::Arrivals;
 use crate::{
     domain::Sale,
     domain::{Fencing, OrderRequest, ShardClaim, ShardId},
-    inventory::InventoryError,
+    selling::InventoryError,
     store::{BatchShard, OrderRecord},
 };
 

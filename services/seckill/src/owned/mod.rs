@@ -24,6 +24,7 @@ mod batcher;
 mod linger;
 mod owner;
 mod placement;
+mod sell;
 
 use std::{
     collections::HashMap,
@@ -41,11 +42,10 @@ use self::{
     placement::{Placement, Taken},
 };
 pub(crate) use self::{batcher::BatchSettings, placement::PlacementSettings};
-use super::{hints::Hints, shard_locks::ShardLocks, strategies::BuyError};
 use crate::{
     domain::Sale,
     domain::{Fencing, OrderRequest, Sku},
-    inventory::InventoryError,
+    selling::{BuyError, Hints, InventoryError, ShardLocks},
     store::{Db, OrderRecord},
 };
 

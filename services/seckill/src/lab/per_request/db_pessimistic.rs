@@ -7,7 +7,7 @@ use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, parts_after_reads}
 use crate::{
     domain::OrderRequest,
     domain::{Sale, ShardId},
-    inventory::planner::Plan,
+    lab::per_request::planner::Plan,
     store::{CommitGuard, StoreError, commit_order_on, lock_shards_for_update},
 };
 

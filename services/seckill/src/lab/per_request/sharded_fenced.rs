@@ -13,7 +13,7 @@ use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, under_shard_locks}
 use crate::{
     domain::OrderRequest,
     domain::Sale,
-    inventory::planner::Plan,
+    lab::per_request::planner::Plan,
     store::{CommitGuard, CommitPart, ShardGuard},
 };
 

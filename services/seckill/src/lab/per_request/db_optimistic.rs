@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::{Attempt, AttemptFuture, Ctx, Strategy, committed, parts_after_reads};
-use crate::{domain::OrderRequest, domain::Sale, inventory::planner::Plan, store::CommitGuard};
+use crate::{domain::OrderRequest, domain::Sale, lab::per_request::planner::Plan, store::CommitGuard};
 
 const RETRIES: usize = 5;
 

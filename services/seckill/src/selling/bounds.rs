@@ -1,0 +1,35 @@
+//! [`RequestBounds`]: how long one order may take, and the answer it gets when that passes.
+
+use std::time::Duration;
+
+use super::InventoryError;
+use crate::store::StoreError;
+
+/// How long a request may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestBounds {
+    /// How long one order may take deciding: waiting for admission, locks and stock included.
+    pub deadline: Duration,
+    /// How much longer its answer may take: an order decided just before the deadline is
+    /// committed (or refused) within this. Past deadline and grace a request is answered `503
+    /// unavailable` whatever it waits for, so a dependency that stops answering (a blackholed
+    /// connection) holds no request, and no admission permit, for longer.
+    pub answer_grace: Duration,
+}
+
+impl RequestBounds {
+    /// The longest a request may take in all.
+    pub fn answer(&self) -> Duration {
+        self.deadline + self.answer_grace
+    }
+
+    /// `work`, or `503 unavailable` if it has not ended within [`answer`](Self::answer) (it is
+    /// dropped: what it waited for may still happen).
+    pub async fn answered_in_time<T>(&self, work: impl Future<Output = Result<T, InventoryError>>) -> Result<T, InventoryError> {
+        let bound = self.answer();
+        tokio::time::timeout(bound, work).await.unwrap_or_else(|_| {
+            tracing::warn!(?bound, "a request found no answer within its bound; answering unavailable");
+            Err(InventoryError::Store(StoreError::Unavailable(format!("no answer within {bound:?}"))))
+        })
+    }
+}
