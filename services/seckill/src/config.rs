@@ -14,6 +14,8 @@ use figment::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::domain::ReturnPath;
+
 /// A value that must never be printed.
 #[derive(Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(transparent)]
@@ -77,6 +79,8 @@ pub struct Settings {
     pub pools: Pools,
     /// `redis-gate`'s stream consumers.
     pub gate: Gate,
+    /// The order lifecycle: expiry, and how returned units reach the stock.
+    pub orders: Orders,
     /// **Test only**: a failpoint that makes the process fail on purpose. Never set it in
     /// production.
     pub failpoint: Option<Failpoint>,
@@ -150,6 +154,24 @@ pub struct Gate {
     pub claim_interval: Duration,
 }
 
+/// The order lifecycle.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Orders {
+    /// How often this instance's sweeper expires orders whose payment window has closed (every
+    /// instance runs one; they share the work).
+    #[serde(rename = "sweep_interval_ms", with = "millis")]
+    pub sweep_interval: Duration,
+    /// Most orders one sweep statement expires; a full round is followed by another at once.
+    pub sweep_batch: u32,
+    /// Whether ending an order requires it to be reserved. `false` is a test control: expiry then
+    /// also ends paid orders, and their units are sold twice.
+    pub expiry_checks_state: bool,
+    /// How returned units reach the stock: `through-owner`, or `direct`, the test control that
+    /// adds them to the shard outside its owner, where the owner's next write loses them.
+    pub returns: ReturnPath,
+}
+
 /// A failpoint: a place where the process fails on purpose, for tests and the chaos suite only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -187,6 +209,7 @@ impl Default for Settings {
             batch: Batch::default(),
             pools: Pools::default(),
             gate: Gate::default(),
+            orders: Orders::default(),
             failpoint: None,
         }
     }
@@ -213,6 +236,12 @@ impl Default for Batch {
 impl Default for Pools {
     fn default() -> Self {
         Self { general: 16, critical: 32 }
+    }
+}
+
+impl Default for Orders {
+    fn default() -> Self {
+        Self { sweep_interval: Duration::from_secs(1), sweep_batch: 500, expiry_checks_state: true, returns: ReturnPath::ThroughOwner }
     }
 }
 
@@ -274,6 +303,12 @@ impl Settings {
         }
         if self.gate.claim_interval.is_zero() {
             return refuse("gate.claim_interval_ms", "must be positive");
+        }
+        if self.orders.sweep_interval.is_zero() {
+            return refuse("orders.sweep_interval_ms", "must be positive");
+        }
+        if self.orders.sweep_batch == 0 {
+            return refuse("orders.sweep_batch", "must be positive");
         }
         for (key, value) in
             [("pools.general", self.pools.general), ("pools.critical", self.pools.critical), ("max_in_flight", self.max_in_flight)]

@@ -57,6 +57,8 @@ impl ApiError {
             Self::Refused(Refusal::SoldOut) => "sold_out",
             Self::Refused(Refusal::UserLimitReached) => "user_limit_reached",
             Self::Refused(Refusal::IdempotencyKeyReused) => "idempotency_key_reused",
+            Self::Refused(Refusal::UnknownOrder) => "unknown_order",
+            Self::Refused(Refusal::OrderClosed(_)) => "order_closed",
             Self::NotRedisGate(_) => "not_redis_gate",
             Self::QueueNotDrained(_) => "queue_not_drained",
             Self::Busy => "busy",
@@ -73,10 +75,10 @@ impl ResponseError for ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Refused(Refusal::UnknownSale(_)) | Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::Refused(Refusal::SoldOut | Refusal::UserLimitReached) | Self::NotRedisGate(_) | Self::QueueNotDrained(_) => {
-                StatusCode::CONFLICT
-            }
+            Self::Refused(Refusal::UnknownSale(_) | Refusal::UnknownOrder) | Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Refused(Refusal::SoldOut | Refusal::UserLimitReached | Refusal::OrderClosed(_))
+            | Self::NotRedisGate(_)
+            | Self::QueueNotDrained(_) => StatusCode::CONFLICT,
             Self::Refused(Refusal::IdempotencyKeyReused) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Busy | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

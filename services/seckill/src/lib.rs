@@ -27,6 +27,7 @@ pub mod domain;
 pub mod error;
 pub mod inventory;
 pub mod lab;
+pub mod lifecycle;
 pub mod owned;
 pub mod routes;
 pub mod selling;

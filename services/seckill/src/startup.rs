@@ -5,15 +5,17 @@ use std::{net::TcpListener, sync::Arc, time::Instant};
 
 use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use lockkit::LockClient;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Settings,
     inventory::Inventory,
     lab::gate::{Gate, GateSettings},
+    lifecycle::{Lifecycle, SweepSettings},
     owned::{BatchSettings, OwnedShards, PlacementSettings},
     routes::{self, AdminToken, AuditGate},
     selling::{Hints, RequestBounds, ShardLocks},
-    store::{Db, LockOrder, StoreError},
+    store::{Db, LifecycleGuards, LockOrder, StoreError},
     telemetry,
     traffic::Traffic,
 };
@@ -69,6 +71,8 @@ pub struct Application {
     locks: LockClient,
     owned: Arc<OwnedShards>,
     gate: Arc<Gate>,
+    /// Stops this instance's expiry sweeper.
+    sweeper: CancellationToken,
 }
 
 /// How often an instance looks at idle owned shards and at other instances' requests for stock.
@@ -119,6 +123,11 @@ impl Application {
             failpoint: settings.failpoint,
         };
         let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);
+        let guards = LifecycleGuards { state_checked: settings.orders.expiry_checks_state, returns: settings.orders.returns };
+        let lifecycle = Lifecycle::new(db.clone(), hints.clone(), guards).await?;
+        let sweeper = CancellationToken::new();
+        lifecycle.sweep(SweepSettings { interval: settings.orders.sweep_interval, batch: settings.orders.sweep_batch }, sweeper.clone());
+        let lifecycle = web::Data::from(lifecycle);
         let inventory = web::Data::new(Inventory::new(db, hints, shard_locks, owned.clone(), gate.clone(), bounds, settings.max_in_flight));
         let admin = web::Data::new(AdminToken(settings.admin_token.clone()));
         let traffic = web::Data::new(Traffic::default());
@@ -131,6 +140,7 @@ impl Application {
             App::new()
                 .wrap(from_fn(record_request))
                 .app_data(inventory.clone())
+                .app_data(lifecycle.clone())
                 .app_data(admin.clone())
                 .app_data(traffic.clone())
                 .app_data(audits.clone())
@@ -151,7 +161,7 @@ impl Application {
             write_address(file, address).map_err(StartupError::listen(format!("SECKILL_ADDRESS_FILE {}", file.display())))?;
         }
         tracing::info!(port, workers, "seckill listening");
-        Ok(Self { port, server, locks, owned, gate })
+        Ok(Self { port, server, locks, owned, gate, sweeper })
     }
 
     /// The bound port.
@@ -169,6 +179,7 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await?;
         // Every request has been answered: hand the owned shards back so others take over now.
+        self.sweeper.cancel();
         self.owned.shutdown().await;
         // No durable request waits any more: the stream writers may stop after their batch.
         self.gate.shutdown().await;

@@ -2,6 +2,7 @@
 //! re-checks input. Parsing returns a message meant for the client.
 
 mod order;
+mod order_state;
 mod refusal;
 mod sale;
 mod shard_claim;
@@ -11,8 +12,9 @@ mod strategy;
 mod user_id;
 
 pub use order::{OrderBody, OrderRequest, Quantity};
+pub use order_state::{OrderState, ReturnPath};
 pub use refusal::Refusal;
-pub use sale::{Sale, SaleSpec, SaleSpecBody};
+pub use sale::{DEFAULT_PAYMENT_WINDOW, Sale, SaleSpec, SaleSpecBody};
 pub use shard_claim::ShardClaim;
 pub use shard_id::ShardId;
 pub use sku::Sku;

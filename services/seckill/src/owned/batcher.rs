@@ -19,7 +19,7 @@ use super::{
 use crate::{
     config::Failpoint,
     domain::ShardClaim,
-    store::{BatchOrder, BatchOutcome, BatchShard, Db, LockOrder, OrderOutcome, OrderRecord, OwnerWriteError},
+    store::{BatchOrder, BatchOutcome, BatchShard, CommittedBatch, Db, LockOrder, OrderOutcome, OrderRecord, OwnerWriteError},
 };
 
 /// What a batcher needs besides its owner.
@@ -185,7 +185,7 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
         _ => {}
     }
     match outcome {
-        Ok(BatchOutcome::Committed(outcomes)) => committed(owner, ctx, batch.orders, &outcomes),
+        Ok(BatchOutcome::Committed(written)) => committed(owner, ctx, batch, &written),
         Ok(BatchOutcome::Deposed(deposed)) => {
             metrics::counter!("seckill_fence_rejections_total").increment(1);
             // The shards the store refused, under the fences this batch was sent with.
@@ -249,12 +249,21 @@ fn requeue(owner: &SaleOwner, batch: Vec<Pending>, why: &OwnerWriteError) {
     owner.work.notify_one();
 }
 
-/// Applies a committed batch to memory and answers its orders.
-fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Vec<Pending>, outcomes: &[OrderOutcome]) {
+/// Applies a committed batch to memory (its orders, and the returns it folded) and answers its
+/// orders.
+fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: &CommittedBatch) {
     let sale = &owner.sale;
+    let claims = batch.claims();
     let mut state = owner.state.lock().unwrap();
-    let mut replies = Vec::with_capacity(batch.len());
-    for (order, outcome) in batch.into_iter().zip(outcomes) {
+    for (shard, units) in &written.returned {
+        // Under the claim the batch was sent with: the store folded them for that fence.
+        if let Some(owned) = claims.iter().find(|c| c.shard == *shard).and_then(|c| state.owned_mut(*c)) {
+            owned.committed += units;
+            owned.available += units;
+        }
+    }
+    let mut replies = Vec::with_capacity(batch.orders.len());
+    for (order, outcome) in batch.orders.into_iter().zip(&written.orders) {
         let decided = match *outcome {
             OrderOutcome::Accepted(order_id) => {
                 // Only the claims it was written under: a shard claimed again meanwhile read

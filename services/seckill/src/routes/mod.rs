@@ -7,6 +7,7 @@ mod health;
 mod live;
 mod metrics;
 mod openapi;
+mod order_lifecycle;
 mod orders;
 mod owners;
 mod page;
@@ -48,6 +49,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/sales/{sku}/owners", web::get().to(owners::owners))
         .route("/v1/sales/{sku}/live", web::get().to(live::live))
         .route("/v1/sales/{sku}/reconcile", web::post().to(reconcile::reconcile))
+        .route("/v1/orders/{id}", web::get().to(order_lifecycle::get_order))
+        .route("/v1/orders/{id}/pay", web::post().to(order_lifecycle::pay))
+        .route("/v1/orders/{id}/cancel", web::post().to(order_lifecycle::cancel))
         .default_service(web::to(not_found));
 }
 

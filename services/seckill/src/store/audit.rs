@@ -11,9 +11,17 @@ use crate::domain::Sku;
 pub struct Audit {
     /// Units for sale.
     pub total: i64,
-    /// Units in orders.
+    /// Units in live orders: reserved plus paid.
     pub sold: i64,
-    /// Units left in shards.
+    /// Units in reserved orders (bought, not paid yet).
+    pub reserved: i64,
+    /// Units in paid orders.
+    pub paid: i64,
+    /// Units of cancelled and expired orders, given back to the stock.
+    pub returned: i64,
+    /// Of those, units not yet folded into a shard by its owner (counted in `remaining`).
+    pub pending_returns: i64,
+    /// Units left: in shards, plus pending returns.
     pub remaining: i64,
     /// `max(0, sold - total)`.
     pub oversold: i64,
@@ -21,7 +29,8 @@ pub struct Audit {
     pub duplicates: i64,
     /// Units left although an order for that many (or fewer) was refused as sold out.
     pub stranded: i64,
-    /// Every shard's remaining plus the units sold from it equals its initial stock.
+    /// Every shard's remaining (pending returns included) plus the units of its live orders equals
+    /// its initial stock, and every ended order returned its units exactly once.
     pub consistent: bool,
     /// Claims and writes refused by fences (stale lock holders stopped).
     pub fence_rejections: i64,
@@ -35,34 +44,59 @@ impl Db {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "WITH sold_by_shard AS (
-                     SELECT p.shard, SUM(p.quantity)::bigint AS sold FROM order_parts p
-                      WHERE p.sku = $1 GROUP BY p.shard),
+                "WITH live_parts AS (
+                     SELECT p.shard, p.quantity FROM order_parts p JOIN orders o ON o.id = p.order_id
+                      WHERE p.sku = $1 AND o.state IN ('reserved', 'paid')),
+                 sold_by_shard AS (
+                     SELECT shard, SUM(quantity)::bigint AS sold FROM live_parts GROUP BY shard),
+                 pending_by_shard AS (
+                     SELECT shard, SUM(quantity)::bigint AS pending FROM stock_returns
+                      WHERE sku = $1 AND applied_fence IS NULL GROUP BY shard),
                  shard_check AS (
-                     SELECT bool_and(s.remaining + COALESCE(b.sold, 0) = s.initial) AS ok,
-                            SUM(s.remaining)::bigint AS remaining
-                       FROM shards s LEFT JOIN sold_by_shard b USING (shard) WHERE s.sku = $1),
+                     SELECT bool_and(s.remaining + COALESCE(r.pending, 0) + COALESCE(b.sold, 0) = s.initial) AS ok,
+                            SUM(s.remaining + COALESCE(r.pending, 0))::bigint AS remaining
+                       FROM shards s LEFT JOIN sold_by_shard b USING (shard) LEFT JOIN pending_by_shard r USING (shard)
+                      WHERE s.sku = $1),
+                 ended_parts AS (
+                     SELECT p.order_id, p.shard, p.quantity FROM order_parts p JOIN orders o ON o.id = p.order_id
+                      WHERE p.sku = $1 AND o.state IN ('cancelled', 'expired')),
+                 -- Exactly once: every part of an ended order has its return, and no other part has one.
+                 returns_check AS (
+                     SELECT (SELECT COUNT(*) FROM ended_parts e
+                              WHERE NOT EXISTS (SELECT 1 FROM stock_returns r WHERE r.order_id = e.order_id AND r.shard = e.shard))
+                          + (SELECT COUNT(*) FROM stock_returns r
+                              WHERE r.sku = $1 AND NOT EXISTS (SELECT 1 FROM ended_parts e WHERE e.order_id = r.order_id AND e.shard = r.shard))
+                            AS wrong),
                  per_user AS (
-                     SELECT user_id, SUM(quantity) AS bought FROM orders WHERE sku = $1 GROUP BY user_id)
+                     SELECT user_id, SUM(quantity) AS bought FROM orders
+                      WHERE sku = $1 AND state IN ('reserved', 'paid') GROUP BY user_id)
                  SELECT sa.total::bigint,
-                        (SELECT COALESCE(SUM(quantity), 0)::bigint FROM orders WHERE sku = $1),
+                        (SELECT COALESCE(SUM(quantity), 0)::bigint FROM orders WHERE sku = $1 AND state IN ('reserved', 'paid')),
                         COALESCE(sc.remaining, 0),
                         (SELECT (COUNT(*) - COUNT(DISTINCT idempotency_key))::bigint FROM orders
                           WHERE sku = $1 AND idempotency_key IS NOT NULL),
-                        COALESCE(sc.ok, true),
+                        COALESCE(sc.ok, true) AND rc.wrong = 0,
                         seckill_fence_rejections(sa.sku),
                         sa.min_refused_quantity,
-                        (SELECT COUNT(*)::bigint FROM per_user WHERE bought > sa.per_user_limit)
-                   FROM sales sa, shard_check sc WHERE sa.sku = $1",
+                        (SELECT COUNT(*)::bigint FROM per_user WHERE bought > sa.per_user_limit),
+                        (SELECT COALESCE(SUM(quantity), 0)::bigint FROM orders WHERE sku = $1 AND state = 'reserved'),
+                        (SELECT COALESCE(SUM(quantity), 0)::bigint FROM orders WHERE sku = $1 AND state IN ('cancelled', 'expired')),
+                        (SELECT COALESCE(SUM(pending), 0)::bigint FROM pending_by_shard)
+                   FROM sales sa, shard_check sc, returns_check rc WHERE sa.sku = $1",
                 &[&sku.as_str()],
             )
             .await?;
         Ok(row.map(|r| {
             let (total, sold, remaining): (i64, i64, i64) = (r.get(0), r.get(1), r.get(2));
             let min_refused: Option<i32> = r.get(6);
+            let reserved: i64 = r.get(8);
             Audit {
                 total,
                 sold,
+                reserved,
+                paid: sold - reserved,
+                returned: r.get(9),
+                pending_returns: r.get(10),
                 remaining,
                 oversold: (sold - total).max(0),
                 duplicates: r.get(3),

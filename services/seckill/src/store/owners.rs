@@ -59,11 +59,20 @@ pub enum OrderOutcome {
     Duplicate,
 }
 
+/// What a committed batch wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedBatch {
+    /// One outcome per order, in order.
+    pub orders: Vec<OrderOutcome>,
+    /// Units of cancelled and expired orders the batch folded back into its shards' stock.
+    pub returned: Vec<(ShardId, i64)>,
+}
+
 /// What became of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchOutcome {
-    /// Committed: one outcome per order, in order.
-    Committed(Vec<OrderOutcome>),
+    /// Committed.
+    Committed(CommittedBatch),
     /// Nothing written: these shards carry a newer fence (their owner was deposed).
     Deposed(Vec<ShardId>),
     /// Nothing written: the sale was reset since the batch's orders were decided.
@@ -160,7 +169,7 @@ impl Db {
             // prepare round trip before it.
             client
                 .query_typed(
-                    "SELECT ord, outcome, order_id, shard FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                    "SELECT ord, outcome, order_id, shard, units FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                     &[
                         (&sale.sku.as_str(), Type::TEXT),
                         (&sale.generation, Type::INT8),
@@ -189,12 +198,14 @@ impl Db {
 /// Reads the rows of `seckill_commit_batch`.
 fn batch_outcome(rows: &[tokio_postgres::Row], orders: usize) -> Result<BatchOutcome, String> {
     let mut deposed = Vec::new();
+    let mut returned = Vec::new();
     let mut outcomes = vec![None; orders];
     for row in rows {
         let outcome: &str = row.get(1);
         match outcome {
             "stale_sale" => return Ok(BatchOutcome::StaleSale),
             "deposed" => deposed.push(ShardId::new(row.get::<_, i32>(3) as u32)),
+            "returned" => returned.push((ShardId::new(row.get::<_, i32>(3) as u32), i64::from(row.get::<_, i32>(4)))),
             _ => {
                 let ord: i32 = row.get(0);
                 let slot = outcomes.get_mut((ord as usize).wrapping_sub(1)).ok_or(format!("batch outcome for order {ord}"))?;
@@ -213,7 +224,7 @@ fn batch_outcome(rows: &[tokio_postgres::Row], orders: usize) -> Result<BatchOut
     outcomes
         .into_iter()
         .collect::<Option<Vec<_>>>()
-        .map(BatchOutcome::Committed)
+        .map(|orders| BatchOutcome::Committed(CommittedBatch { orders, returned }))
         .ok_or_else(|| "an order of the batch has no outcome".into())
 }
 

@@ -1,5 +1,7 @@
 //! The `sales` and `shards` rows: creating or resetting a sale, reading it back.
 
+use std::time::Duration;
+
 use lockkit::Fence;
 use serde::Serialize;
 use tokio_postgres::Row;
@@ -12,13 +14,20 @@ use crate::domain::{Sale, SaleSpec, ShardId, Sku};
 pub struct ShardRow {
     /// The shard.
     pub shard: ShardId,
-    /// Units left.
+    /// Units left, returns of cancelled and expired orders not yet folded in by an owner included.
     pub remaining: i64,
     /// Highest fence accepted.
     pub fence: Fence,
     /// The instance whose claim set that fence (owned strategies), if any since the last reset.
     pub owner: Option<String>,
 }
+
+/// A sale's shards as [`ShardRow`]s, pending returns counted as stock.
+const SHARD_ROWS: &str = "SELECT s.shard, s.remaining + coalesce(r.pending, 0), s.fence, s.owner
+                            FROM shards s
+                            LEFT JOIN (SELECT shard, sum(quantity)::integer AS pending FROM stock_returns
+                                        WHERE sku = $1 AND applied_fence IS NULL GROUP BY shard) r USING (shard)
+                           WHERE s.sku = $1 ORDER BY s.shard";
 
 impl ShardRow {
     /// Reads `shard, remaining, fence, owner` from `row`, starting at column `at`.
@@ -56,10 +65,11 @@ impl Db {
         // Serialise concurrent resets of the same sale.
         tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&sku.as_str()]).await?;
         tx.execute(
-            "INSERT INTO sales (sku, total, shard_count, per_user_limit, max_per_order, strategy, generation)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
+            "INSERT INTO sales (sku, total, shard_count, per_user_limit, max_per_order, strategy, generation, payment_window)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8::bigint * interval '1 millisecond')
              ON CONFLICT (sku) DO UPDATE SET total = $2, shard_count = $3, per_user_limit = $4, max_per_order = $5,
-                 strategy = $6, generation = $7, fence_rejections = 0, min_refused_quantity = NULL, created_at = now()",
+                 strategy = $6, generation = $7, payment_window = EXCLUDED.payment_window, fence_rejections = 0,
+                 min_refused_quantity = NULL, created_at = now()",
             &[
                 &sku.as_str(),
                 &(spec.total as i32),
@@ -68,12 +78,14 @@ impl Db {
                 &(spec.max_per_order as i32),
                 &spec.strategy.as_str(),
                 &generation,
+                &spec.payment_window.map(|w| w.as_millis() as i64),
             ],
         )
         .await?;
         tx.execute("DELETE FROM order_parts WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM orders WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
+        tx.execute("DELETE FROM stock_returns WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM shard_claims WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM fence_refusals WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM shards WHERE sku = $1 AND shard >= $2", &[&sku.as_str(), &(spec.shards as i32)]).await?;
@@ -93,7 +105,9 @@ impl Db {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT total, shard_count, per_user_limit, max_per_order, strategy, generation FROM sales WHERE sku = $1",
+                "SELECT total, shard_count, per_user_limit, max_per_order, strategy, generation,
+                        (extract(epoch FROM payment_window) * 1000)::bigint
+                   FROM sales WHERE sku = $1",
                 &[&sku.as_str()],
             )
             .await?;
@@ -103,8 +117,7 @@ impl Db {
     /// Every shard of the sale, in shard order.
     pub async fn shard_rows(&self, sku: &Sku) -> Result<Vec<ShardRow>, StoreError> {
         let client = self.client().await?;
-        let rows =
-            client.query("SELECT shard, remaining, fence, owner FROM shards WHERE sku = $1 ORDER BY shard", &[&sku.as_str()]).await?;
+        let rows = client.query(SHARD_ROWS, &[&sku.as_str()]).await?;
         Ok(rows.iter().map(|r| ShardRow::from_row(r, 0)).collect())
     }
 
@@ -155,6 +168,7 @@ fn sale_from_row(sku: &Sku, row: &Row) -> Result<Sale, StoreError> {
             per_user_limit: count(2),
             max_per_order: count(3),
             strategy: strategy.parse().map_err(|e| StoreError::Unexpected(format!("stored strategy: {e}")))?,
+            payment_window: row.get::<_, Option<i64>>(6).map(|ms| Duration::from_millis(ms as u64)),
         },
         generation: row.get(5),
     })

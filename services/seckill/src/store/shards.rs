@@ -42,10 +42,17 @@ impl Db {
         Ok(ShardRead { remaining: i64::from(row.get::<_, i32>(0)), guard: ShardGuard::Version(row.get(1)) })
     }
 
-    /// Total units left over all shards of the sale: the authority for `sold_out`.
+    /// Total units left over all shards of the sale: the authority for `sold_out`. Returns not
+    /// yet folded into a shard count: an owner or the next claim will sell them.
     pub async fn total_remaining(&self, sku: &Sku) -> Result<i64, StoreError> {
         let client = self.client().await?;
-        let row = client.query_one("SELECT COALESCE(SUM(remaining), 0)::bigint FROM shards WHERE sku = $1", &[&sku.as_str()]).await?;
+        let row = client
+            .query_one(
+                "SELECT (SELECT COALESCE(SUM(remaining), 0) FROM shards WHERE sku = $1)
+                      + (SELECT COALESCE(SUM(quantity), 0) FROM stock_returns WHERE sku = $1 AND applied_fence IS NULL)",
+                &[&sku.as_str()],
+            )
+            .await?;
         Ok(row.get(0))
     }
 }

@@ -10,6 +10,7 @@ mod fencing;
 mod gate;
 mod health;
 mod hints;
+mod lifecycle;
 mod live;
 mod openapi;
 mod orders;

@@ -21,6 +21,9 @@ const SERVED: &[(&str, &str)] = &[
     ("get", "/v1/sales/{sku}/owners"),
     ("get", "/v1/sales/{sku}/live"),
     ("post", "/v1/sales/{sku}/reconcile"),
+    ("get", "/v1/orders/{id}"),
+    ("post", "/v1/orders/{id}/pay"),
+    ("post", "/v1/orders/{id}/cancel"),
 ];
 
 #[tokio::test]

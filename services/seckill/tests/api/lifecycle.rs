@@ -1,0 +1,207 @@
+//! The order lifecycle on several instances: pay against expiry at the deadline, cancel while
+//! another instance owns the shard and keeps selling, and the two controls that remove one
+//! protection each (expiry without the state condition; a return written outside the owner).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use seckill::{config::Settings, domain::ReturnPath};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, assert_error, spawn_app_with, test_settings};
+
+fn lifecycle_settings() -> Settings {
+    let mut settings = test_settings();
+    settings.locks.lease = Duration::from_millis(1000);
+    settings.owner.write_timeout = Duration::from_millis(400);
+    settings.orders.sweep_interval = Duration::from_millis(10);
+    settings
+}
+
+fn sale(total: u32, shards: u32, window_ms: u64) -> Value {
+    json!({"total": total, "shards": shards, "per_user_limit": 1, "max_per_order": 1, "payment_window_ms": window_ms})
+}
+
+/// A bought order: its id and secret.
+struct Bought {
+    id: i64,
+    user: String,
+    secret: String,
+}
+
+/// Buys one unit as `user`, retrying `503`; `None` when sold out.
+async fn buy(app: &TestApp, sku: &str, user: &str) -> Option<Bought> {
+    for _ in 0..200 {
+        let response = app.order(sku, user, 1, None).await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        match status {
+            StatusCode::CREATED => {
+                assert_eq!(body["state"], "reserved", "{body}");
+                let secret = body["secret"].as_str().expect("a purchase answers its secret").to_owned();
+                return Some(Bought { id: body["order_id"].as_i64().unwrap(), user: user.to_owned(), secret });
+            }
+            StatusCode::CONFLICT if body["error"] == "sold_out" => return None,
+            StatusCode::SERVICE_UNAVAILABLE => tokio::time::sleep(Duration::from_millis(20)).await,
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    panic!("still 503 after 200 tries");
+}
+
+/// `POST /v1/orders/{id}/{action}` (or `GET` without an action) with the buyer's proof.
+async fn lifecycle(app: &TestApp, order: &Bought, action: Option<&str>, secret: &str) -> reqwest::Response {
+    let url = match action {
+        Some(action) => format!("{}/v1/orders/{}/{action}", app.address, order.id),
+        None => format!("{}/v1/orders/{}", app.address, order.id),
+    };
+    let request = if action.is_some() { app.http.post(url) } else { app.http.get(url) };
+    request.header("X-User-Id", &order.user).header("X-Order-Secret", secret).send().await.unwrap()
+}
+
+async fn state_of(app: &TestApp, order: &Bought) -> String {
+    let body: Value = lifecycle(app, order, None, &order.secret).await.json().await.unwrap();
+    body["state"].as_str().unwrap().to_owned()
+}
+
+fn assert_books(audit: &Value) {
+    assert_eq!(audit["oversold"], 0, "{audit}");
+    assert_eq!(audit["consistent"], true, "{audit}");
+    assert_eq!(audit["users_over_limit"], 0, "{audit}");
+    assert_eq!(audit["sold"].as_i64().unwrap() + audit["remaining"].as_i64().unwrap(), audit["total"].as_i64().unwrap(), "{audit}");
+}
+
+#[tokio::test]
+async fn a_buyer_pays_or_cancels_only_with_the_orders_secret_and_both_are_idempotent() {
+    let app = spawn_app_with(lifecycle_settings()).await;
+    let sku = app.create_sale(sale(4, 1, 600_000)).await;
+    let paid = buy(&app, &sku, "pays").await.unwrap();
+    let cancelled = buy(&app, &sku, "cancels").await.unwrap();
+
+    let (status, body) = app.get_json(&format!("/v1/orders/{}", paid.id)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "the bare order id opens nothing: {body}");
+    assert_error(lifecycle(&app, &paid, Some("pay"), &cancelled.secret).await, StatusCode::NOT_FOUND, "unknown_order").await;
+    let other_user = Bought { user: "cancels".into(), ..Bought { id: paid.id, user: String::new(), secret: paid.secret.clone() } };
+    assert_error(lifecycle(&app, &other_user, Some("pay"), &paid.secret).await, StatusCode::NOT_FOUND, "unknown_order").await;
+    let reserved: Value = lifecycle(&app, &paid, None, &paid.secret).await.json().await.unwrap();
+    assert_eq!(reserved["state"], "reserved");
+    assert!(reserved["pay_by_ms"].as_i64().is_some(), "a reserved order shows its deadline: {reserved}");
+
+    for _ in 0..2 {
+        let response = lifecycle(&app, &paid, Some("pay"), &paid.secret).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["state"], "paid");
+        assert!(body.get("pay_by_ms").is_none(), "{body}");
+        assert_eq!(lifecycle(&app, &cancelled, Some("cancel"), &cancelled.secret).await.status(), StatusCode::OK);
+    }
+    let refused = assert_error(lifecycle(&app, &paid, Some("cancel"), &paid.secret).await, StatusCode::CONFLICT, "order_closed").await;
+    assert!(refused["message"].as_str().unwrap().contains("paid"), "{refused}");
+    assert_error(lifecycle(&app, &cancelled, Some("pay"), &cancelled.secret).await, StatusCode::CONFLICT, "order_closed").await;
+
+    // The cancelled buyer may buy again: its unit and its count came back.
+    assert!(buy(&app, &sku, "cancels").await.is_some());
+    let audit = app.audit(&sku).await;
+    assert_eq!((audit["paid"].as_i64(), audit["reserved"].as_i64(), audit["returned"].as_i64()), (Some(1), Some(1), Some(1)), "{audit}");
+    assert_books(&audit);
+}
+
+/// Sells one shard on `owner` and cancels one of its orders through `other` while `owner` still
+/// owns the shard and keeps selling; the units sold after the cancellation.
+async fn cancel_while_the_owner_sells(returns: ReturnPath) -> (u32, Value) {
+    let mut settings = lifecycle_settings();
+    settings.orders.returns = returns;
+    let owner = spawn_app_with(settings.clone()).await;
+    let other = spawn_app_with(settings).await;
+    let sku = owner.create_sale(sale(10, 1, 600_000)).await;
+    let mut first = Vec::new();
+    for i in 0..5 {
+        first.push(buy(&owner, &sku, &format!("early-{i}")).await.unwrap());
+    }
+    let response = lifecycle(&other, &first[0], Some("cancel"), &first[0].secret).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut after = 0;
+    while buy(&owner, &sku, &format!("late-{after}")).await.is_some() {
+        after += 1;
+    }
+    (after, owner.audit(&sku).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancelled_unit_reaches_the_owner_and_is_sold_again() {
+    let (after, audit) = cancel_while_the_owner_sells(ReturnPath::ThroughOwner).await;
+    assert_eq!(after, 6, "the five left and the one returned: {audit}");
+    assert_eq!((audit["sold"].as_i64(), audit["returned"].as_i64(), audit["pending_returns"].as_i64()), (Some(10), Some(1), Some(0)));
+    assert_books(&audit);
+}
+
+/// The control: a return added to the shard's row outside its owner is overwritten by the owner's
+/// next absolute write, so the unit is never sold again and the books do not balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_a_return_written_outside_the_owner_is_lost() {
+    let (after, audit) = cancel_while_the_owner_sells(ReturnPath::Direct).await;
+    assert_eq!(after, 5, "only the five left were sold: {audit}");
+    assert_eq!(audit["consistent"], false, "{audit}");
+    assert_eq!(audit["sold"].as_i64().unwrap() + audit["remaining"].as_i64().unwrap(), 9, "one unit lost: {audit}");
+}
+
+/// Buys `orders` units over two instances with a short window, then pays each at its deadline
+/// from alternating instances while both sweepers expire; answers (orders answered paid, orders
+/// whose final state is paid, audit).
+async fn pay_against_expiry(state_checked: bool) -> (Vec<bool>, Vec<String>, Value) {
+    const ORDERS: usize = 40;
+    const WINDOW_MS: u64 = 400;
+    let mut settings = lifecycle_settings();
+    settings.orders.expiry_checks_state = state_checked;
+    let apps = [spawn_app_with(settings.clone()).await, spawn_app_with(settings).await];
+    let sku = apps[0].create_sale(sale(ORDERS as u32, 4, WINDOW_MS)).await;
+    let mut bought = Vec::new();
+    for i in 0..ORDERS {
+        bought.push((tokio::time::Instant::now(), buy(&apps[i % 2], &sku, &format!("racer-{i}")).await.unwrap()));
+    }
+    // Each payment leaves at its order's deadline give or take a few milliseconds, so some land
+    // before the window closes and some after, against two sweepers every 10 ms.
+    let payments = bought.iter().enumerate().map(|(i, (at, order))| {
+        let app = &apps[(i + 1) % 2];
+        let leave = *at + Duration::from_millis(WINDOW_MS) - Duration::from_millis(15) + Duration::from_millis((i % 7) as u64 * 5);
+        async move {
+            tokio::time::sleep_until(leave).await;
+            let response = lifecycle(app, order, Some("pay"), &order.secret).await;
+            match response.status() {
+                StatusCode::OK => true,
+                StatusCode::CONFLICT => false,
+                other => panic!("pay answered {other}: {}", response.text().await.unwrap()),
+            }
+        }
+    });
+    let answered_paid = futures_util::future::join_all(payments).await;
+    // Past every deadline, with the sweepers still running: whatever they do now must change nothing.
+    tokio::time::sleep(Duration::from_millis(WINDOW_MS + 200)).await;
+    let mut states = Vec::new();
+    for (_, order) in &bought {
+        states.push(state_of(&apps[0], order).await);
+    }
+    (answered_paid, states, apps[0].audit(&sku).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pay_against_expiry_at_the_deadline_ends_each_order_exactly_one_way() {
+    let (answered_paid, states, audit) = pay_against_expiry(true).await;
+    for (paid, state) in answered_paid.iter().zip(&states) {
+        assert_eq!(state, if *paid { "paid" } else { "expired" }, "the answer is the outcome");
+    }
+    let paid = answered_paid.iter().filter(|p| **p).count() as i64;
+    eprintln!("pay against expiry: {paid} paid, {} expired of {}", states.len() as i64 - paid, states.len());
+    assert_eq!(audit["paid"].as_i64(), Some(paid), "{audit}");
+    assert_eq!(audit["returned"].as_i64(), Some(states.len() as i64 - paid), "stock came back for the expired only: {audit}");
+    assert_books(&audit);
+}
+
+/// The control: an expiry that does not require the order to be reserved also ends paid orders,
+/// so a buyer told "paid" loses the order and its unit is counted as returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_expiry_without_the_state_condition_expires_paid_orders() {
+    let (answered_paid, states, audit) = pay_against_expiry(false).await;
+    let betrayed = answered_paid.iter().zip(&states).filter(|(paid, state)| **paid && state.as_str() != "paid").count();
+    assert!(betrayed > 0, "some order answered paid ended otherwise: {audit}");
+}
