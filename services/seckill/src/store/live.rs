@@ -1,5 +1,6 @@
-//! The live view of a sale: its shards (stock, fence, owner) and its fence rejections, in one
-//! query that reads no more than `GET /v1/sales/{sku}` does (no aggregate over the orders).
+//! The live view of a sale: its shards (stock, fence, owner), its fence rejections, and its
+//! orders' units by lifecycle state: two queries, the second an aggregate over the sale's orders
+//! (through `orders_by_sku`).
 
 use serde::Serialize;
 
@@ -18,6 +19,12 @@ pub struct LiveSale {
     pub remaining: i64,
     /// `total - remaining`: what the shards say was sold.
     pub sold: i64,
+    /// Units in reserved orders (bought, not paid yet).
+    pub reserved: i64,
+    /// Units in paid orders.
+    pub paid: i64,
+    /// Units of cancelled and expired orders, given back to the stock.
+    pub returned: i64,
     /// Claims and writes refused by a fence since the sale was created or reset.
     pub fence_rejections: i64,
     /// Strategy name.
@@ -39,6 +46,15 @@ impl Db {
             )
             .await?;
         let Some(first) = rows.first() else { return Ok(None) };
+        let by_state = client
+            .query_one(
+                "SELECT COALESCE(SUM(quantity) FILTER (WHERE state = 'reserved'), 0)::bigint,
+                        COALESCE(SUM(quantity) FILTER (WHERE state = 'paid'), 0)::bigint,
+                        COALESCE(SUM(quantity) FILTER (WHERE state IN ('cancelled', 'expired')), 0)::bigint
+                   FROM orders WHERE sku = $1",
+                &[&sku.as_str()],
+            )
+            .await?;
         let shards: Vec<ShardRow> = rows.iter().map(|r| ShardRow::from_row(r, 3)).collect();
         let total = i64::from(first.get::<_, i32>(0));
         let remaining = shards.iter().map(|s| s.remaining).sum();
@@ -47,6 +63,9 @@ impl Db {
             total,
             remaining,
             sold: total - remaining,
+            reserved: by_state.get(0),
+            paid: by_state.get(1),
+            returned: by_state.get(2),
             fence_rejections: first.get(1),
             strategy: first.get(2),
             shards,
