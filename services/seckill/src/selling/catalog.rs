@@ -20,6 +20,10 @@ use crate::{
 /// script check the generation); it can only delay noticing the reset by this much.
 const SELF_CHECKING_RECHECK: Duration = Duration::from_millis(100);
 
+/// How long a sale that takes units back (one with a payment window) trusts what PostgreSQL last
+/// said was left: a cancelled or expired order can raise it.
+const RETURNING_SALE_LEFT_TRUST: Duration = Duration::from_millis(500);
+
 /// A cached sale not checked for this long is dropped when another sale is loaded.
 const CACHED_SALE_IDLE: Duration = Duration::from_secs(60);
 
@@ -43,10 +47,11 @@ impl SaleView {
 #[derive(Debug, Clone)]
 struct CachedSale {
     sale: Sale,
-    /// Units left as PostgreSQL last confirmed when refusing an order. Stock only shrinks within
-    /// a generation, so an order for more than this is sold out without asking again: a sold-out
-    /// flood costs no database work.
-    confirmed_left: Option<i64>,
+    /// Units left as PostgreSQL last confirmed when refusing an order, and when. Without a payment
+    /// window stock only shrinks within a generation, so an order for more than this is sold out
+    /// without asking again: a sold-out flood costs no database work. With one, returns can raise
+    /// it, so it is trusted for [`RETURNING_SALE_LEFT_TRUST`] only.
+    confirmed_left: Option<(i64, Instant)>,
     /// Smallest quantity this instance already recorded as refused (for the `stranded` audit).
     refused_min: Option<u32>,
     /// When the definition was last checked against Redis.
@@ -138,7 +143,8 @@ impl Catalog {
 
     /// Whether this instance already knows, without asking, that fewer than `quantity` units are left.
     pub fn known_sold_out(&self, sale: &Sale, quantity: u32) -> bool {
-        self.remember(sale, |c| c.confirmed_left).flatten().is_some_and(|left| left < i64::from(quantity))
+        let trusted = |at: Instant| sale.spec.payment_window.is_none() || at.elapsed() < RETURNING_SALE_LEFT_TRUST;
+        self.remember(sale, |c| c.confirmed_left).flatten().is_some_and(|(left, at)| left < i64::from(quantity) && trusted(at))
     }
 
     /// Whether PostgreSQL has fewer than `quantity` units left; asks it only if this instance
@@ -148,7 +154,7 @@ impl Catalog {
             return Ok(true);
         }
         let left = self.db.total_remaining(&sale.sku).await?;
-        self.remember(sale, |c| c.confirmed_left = Some(left));
+        self.remember(sale, |c| c.confirmed_left = Some((left, Instant::now())));
         Ok(left < i64::from(quantity))
     }
 

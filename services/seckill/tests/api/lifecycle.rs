@@ -8,12 +8,14 @@ use reqwest::StatusCode;
 use seckill::{config::Settings, domain::ReturnPath};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, spawn_app_with, test_settings};
+use crate::{
+    helpers::{TestApp, assert_error, spawn_app_with},
+    owned::owner_settings,
+};
 
+/// Owners' settings, with sweeps every 10 ms.
 fn lifecycle_settings() -> Settings {
-    let mut settings = test_settings();
-    settings.locks.lease = Duration::from_millis(1000);
-    settings.owner.write_timeout = Duration::from_millis(400);
+    let mut settings = owner_settings();
     settings.orders.sweep_interval = Duration::from_millis(10);
     settings
 }
@@ -81,7 +83,7 @@ async fn a_buyer_pays_or_cancels_only_with_the_orders_secret_and_both_are_idempo
     let (status, body) = app.get_json(&format!("/v1/orders/{}", paid.id)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "the bare order id opens nothing: {body}");
     assert_error(lifecycle(&app, &paid, Some("pay"), &cancelled.secret).await, StatusCode::NOT_FOUND, "unknown_order").await;
-    let other_user = Bought { user: "cancels".into(), ..Bought { id: paid.id, user: String::new(), secret: paid.secret.clone() } };
+    let other_user = Bought { id: paid.id, user: "cancels".into(), secret: paid.secret.clone() };
     assert_error(lifecycle(&app, &other_user, Some("pay"), &paid.secret).await, StatusCode::NOT_FOUND, "unknown_order").await;
     let reserved: Value = lifecycle(&app, &paid, None, &paid.secret).await.json().await.unwrap();
     assert_eq!(reserved["state"], "reserved");

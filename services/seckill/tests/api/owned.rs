@@ -14,7 +14,7 @@ use crate::{
 };
 
 /// Short leases, so takeovers happen within the test's patience.
-fn owner_settings() -> Settings {
+pub(crate) fn owner_settings() -> Settings {
     let mut settings = test_settings();
     settings.locks.lease = Duration::from_millis(1000);
     settings.owner.write_timeout = Duration::from_millis(400);
