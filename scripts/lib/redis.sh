@@ -2,10 +2,11 @@
 # A project-owned redis-server: loopback only, no persistence, `DEBUG` allowed from loopback
 # (tests stall a server with DEBUG SLEEP), every file in its own directory. This is the one place
 # its command line is written: services.sh, lock-servers.sh and, through scripts/server.sh, the
-# chaos suite start Redis here. Source it after scripts/lib.sh.
+# chaos suite and lockkit's tests (Redlock masters, cluster nodes, Sentinels) start Redis here.
+# Both ways write DIR/redis.pid and DIR/redis.addr. Source it after scripts/lib.sh.
 #
 #   redis_run DIR PORT [ARG...]     exec redis-server in the foreground (a supervisor's child)
-#   redis_start DIR PORT [ARG...]   start it in the background (DIR/redis.pid), wait for PING;
+#   redis_start DIR PORT [ARG...]   start it in the background, wait for PING;
 #                                   nothing to do if DIR/redis.pid names a live server
 #   redis_stop DIR PORT             SIGTERM by the pid file; returns once the port is closed
 #   redis_pid DIR                   the live pid in DIR/redis.pid, or nothing
@@ -45,10 +46,9 @@ redis_pid() {
 }
 
 redis_run() {
-    local dir="$1" port="$2"
-    mkdir -p "$dir"
+    mkdir -p "$1"
     redis_command "$@"
-    exec "${REDIS_COMMAND[@]}" --daemonize no </dev/null
+    exec_server "$1" redis "$2" "${REDIS_COMMAND[@]}" --daemonize no </dev/null
 }
 
 redis_start() {
@@ -75,6 +75,7 @@ redis_start() {
         [[ $SECONDS -lt $deadline ]] || die_with_log "$dir/redis.log" "redis on port $port did not answer PING in time"
         sleep 0.1
     done
+    printf '127.0.0.1:%s\n' "$port" >"$dir/redis.addr"
     log "redis ready on 127.0.0.1:$port (pid $(redis_pid "$dir"))"
 }
 
@@ -87,6 +88,6 @@ redis_stop() {
     fi
     kill "$pid" 2>/dev/null || true
     wait_port_closed "$port" "$pid" redis-server "${SERVICES_TIMEOUT:-60}" || return 1
-    rm -f "$dir/redis.pid"
+    rm -f "$dir/redis.pid" "$dir/redis.addr"
     log "redis on port $port stopped (pid $pid)"
 }

@@ -2,8 +2,8 @@
 # A seckill instance, started the one way the project starts it: the binary with its settings in
 # the environment, listening where SECKILL_LISTEN says (default 127.0.0.1:0, a free port) and
 # writing the address it bound to DIR/NAME.addr (SECKILL_ADDRESS_FILE), so no caller scrapes a
-# log for its port. instances.sh, the demo, the bench and the chaos suite (the last three through
-# scripts/server.sh) start instances here. Source it after scripts/lib.sh.
+# log for its port. The demo, the bench and the chaos suite start instances here, through
+# scripts/server.sh; both ways write the pid to DIR/NAME.pid. Source it after scripts/lib.sh.
 #
 #   seckill_run DIR NAME     exec the instance in the foreground (a supervisor's child), its
 #                            output appended to DIR/NAME.log
@@ -35,7 +35,7 @@ seckill_prepare() {
 
 seckill_run() {
     seckill_prepare "$1" "$2"
-    exec "$SECKILL_BIN" </dev/null >>"$1/$2.log" 2>&1
+    exec_server "$1" "$2" "" "$SECKILL_BIN" </dev/null
 }
 
 # `GET /readyz` answered 200, through bash's /dev/tcp (no curl needed).
