@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::launched::{Launched, free_port};
+use crate::launched::{self, Launched, free_port};
 
 /// The shared etcd (`etcd://host:port`). Unset: the tests fail, saying how to start it.
 pub(crate) fn etcd_url() -> String {
@@ -76,7 +76,7 @@ pub(crate) fn contender_keys(url: &str, name: &str) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
 
-/// One `etcd` process (`scripts/server.sh etcd run`, [`Launched`]), killed on drop; its data
+/// One `etcd` process (`scripts/server.sh etcd run`, `launched`), killed on drop; its data
 /// survives a [`restart`](Self::restart).
 pub(crate) struct EtcdServer {
     port: u16,
@@ -87,7 +87,7 @@ impl EtcdServer {
     pub(crate) async fn start() -> Self {
         // Its peers listen on the next port.
         let port = free_port(&[1]);
-        let mut server = Self { port, process: Launched::spawn("etcd", port, &[port.to_string()]) };
+        let mut server = Self { port, process: launched::spawn("etcd", port, &[]) };
         server.wait_ready().await;
         server
     }
@@ -95,7 +95,7 @@ impl EtcdServer {
     async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !self.answers().await {
-            self.process.assert_running();
+            launched::assert_running(&mut self.process);
             assert!(Instant::now() < deadline, "etcd on port {} did not start:\n{}", self.port, self.process.log());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -117,18 +117,18 @@ impl EtcdServer {
 
     /// Freezes the process (SIGSTOP): connections stay open, nothing is answered.
     pub(crate) fn freeze(&self) {
-        self.process.freeze();
+        self.process.freeze().expect("freeze etcd");
     }
 
     /// Resumes a frozen process (SIGCONT).
     pub(crate) fn resume(&self) {
-        self.process.thaw();
+        self.process.thaw().expect("resume etcd");
     }
 
     /// Kills it and starts it again on the same ports with the same data, as after a crash.
     pub(crate) async fn restart(&mut self) {
         self.process.kill();
-        self.process.respawn();
+        self.process.respawn().unwrap();
         self.wait_ready().await;
     }
 }

@@ -1,13 +1,13 @@
 //! A PgBouncer in transaction pooling mode that one test owns, in front of the shared PostgreSQL
 //! (`DATABASE_URL`): Debian's `pgbouncer` (`scripts/services.sh` installs it) started through
-//! `scripts/server.sh pgbouncer run` ([`Launched`], its configuration in `scripts/lib/pgbouncer.sh`)
+//! `scripts/server.sh pgbouncer run` (`launched`, its configuration in `scripts/lib/pgbouncer.sh`)
 //! on a free loopback port. Killed, by its PID, on drop.
 
 #![cfg(feature = "postgres")]
 
 use std::time::{Duration, Instant};
 
-use crate::launched::{Launched, free_port};
+use crate::launched::{self, Launched, free_port};
 
 /// One `pgbouncer` process, killed on drop.
 pub(crate) struct PgBouncer {
@@ -25,11 +25,11 @@ impl PgBouncer {
         let target: tokio_postgres::Config = upstream.parse().expect("a postgres URL");
         let (user, db) = (target.get_user().unwrap().to_owned(), target.get_dbname().unwrap().to_owned());
         let port = free_port(&[]);
-        let mut process = Launched::spawn("pgbouncer", port, &[port.to_string(), upstream.to_owned()]);
+        let mut process = launched::spawn("pgbouncer", port, &[upstream]);
         let deadline = Instant::now() + Duration::from_secs(10);
         let url = format!("postgres://{user}@127.0.0.1:{port}/{db}");
         while tokio_postgres::connect(&url, tokio_postgres::NoTls).await.is_err() {
-            process.assert_running();
+            launched::assert_running(&mut process);
             assert!(Instant::now() < deadline, "pgbouncer on port {port} did not start:\n{}", process.log());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -10,7 +10,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::launched::{free_port, server_script, temp_dir};
+use launch::Server;
+
+use crate::launched::{free_port, temp_dir};
 
 /// One `postgres` server, stopped on drop.
 pub(crate) struct PgServer {
@@ -44,7 +46,11 @@ impl PgServer {
     fn script(&self, action: &str, args: &[&str]) -> Result<(), String> {
         let args: Vec<String> =
             std::iter::once(self.port.to_string()).chain(args.iter().map(|a| a.to_string())).collect();
-        let out = server_script("postgres", action, &self.dir, &args).output().map_err(|e| e.to_string())?;
+        let server = Server::new("postgres", &self.dir).args(args);
+        let out = server
+            .command(action)
+            .and_then(|mut c| c.stderr(std::process::Stdio::piped()).output())
+            .map_err(|e| e.to_string())?;
         if out.status.success() {
             return Ok(());
         }

@@ -1,6 +1,6 @@
 //! Redis servers that one test owns: independent masters for Redlock, and a 3-master Redis
 //! Cluster. Each is `redis-server` (installed by `scripts/services.sh`) started through
-//! `scripts/server.sh redis run` on a free loopback port ([`Launched`]); the test kills it, by its
+//! `scripts/server.sh redis run` on a free loopback port (`launched`); the test kills it, by its
 //! PID, when done or to inject a fault.
 
 use std::{
@@ -10,7 +10,7 @@ use std::{
 
 use redis::aio::MultiplexedConnection;
 
-use crate::launched::{Launched, free_port, free_port_64xx};
+use crate::launched::{self, Launched, free_port, free_port_64xx};
 
 /// One `redis-server` process, killed on drop.
 pub(crate) struct RedisServer {
@@ -32,8 +32,7 @@ impl RedisServer {
     }
 
     async fn start_on(port: u16, extra: &[&str]) -> Self {
-        let args: Vec<String> = std::iter::once(port.to_string()).chain(extra.iter().map(|s| s.to_string())).collect();
-        let mut server = Self { port, process: Launched::spawn("redis", port, &args) };
+        let mut server = Self { port, process: launched::spawn("redis", port, extra) };
         server.wait_ready().await;
         server
     }
@@ -41,7 +40,7 @@ impl RedisServer {
     async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.connect().await.is_none() {
-            self.process.assert_running();
+            launched::assert_running(&mut self.process);
             assert!(Instant::now() < deadline, "redis-server on port {} did not start", self.port);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -79,7 +78,7 @@ impl RedisServer {
     /// Starts it again on the same port, empty (no persistence), as after a crash.
     pub(crate) async fn restart_empty(&mut self) {
         self.process.kill();
-        self.process.respawn();
+        self.process.respawn().unwrap();
         self.wait_ready().await;
     }
 }

@@ -1,6 +1,6 @@
 //! ZooKeeper for the zk:// tests: the shared server's URL (`ZOOKEEPER_URL`), and a server that
 //! one test owns so that it can freeze, kill or restart it: ZooKeeper 3.8 (Debian's `zookeeper`
-//! package, on the JVM) started through `scripts/server.sh zookeeper run` ([`Launched`]) on a free
+//! package, on the JVM) started through `scripts/server.sh zookeeper run` (`launched`) on a free
 //! loopback port, with a small `tickTime` so that sessions can be short, its data in a temporary
 //! directory; it is killed, by its PID, on drop.
 
@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::launched::{Launched, free_port};
+use crate::launched::{self, Launched, free_port};
 /// The shared ZooKeeper of the test run.
 pub(crate) fn zookeeper_url() -> String {
     std::env::var("ZOOKEEPER_URL").unwrap_or_else(|_| {
@@ -40,7 +40,7 @@ impl ZkServer {
     /// Starts a server whose tick is `tick` (sessions may last from 2 to 20 ticks).
     pub(crate) fn start(tick: Duration) -> Self {
         let port = free_port(&[]);
-        let process = Launched::spawn("zookeeper", port, &[port.to_string(), tick.as_millis().to_string()]);
+        let process = launched::spawn("zookeeper", port, &[&tick.as_millis().to_string()]);
         let mut server = Self { port, process };
         server.wait_ready();
         server
@@ -49,7 +49,7 @@ impl ZkServer {
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while !self.answers() {
-            self.process.assert_running();
+            launched::assert_running(&mut self.process);
             assert!(
                 Instant::now() < deadline,
                 "zookeeper on port {} did not start:\n{}",
@@ -75,12 +75,12 @@ impl ZkServer {
 
     /// Freezes the process (SIGSTOP): it keeps its sockets but answers nothing.
     pub(crate) fn freeze(&self) {
-        self.process.freeze();
+        self.process.freeze().expect("freeze zookeeper");
     }
 
     /// Lets a frozen process go on (SIGCONT).
     pub(crate) fn thaw(&self) {
-        self.process.thaw();
+        self.process.thaw().expect("thaw zookeeper");
     }
 
     /// Kills it and starts it again on the same port with the same data, as after a crash.
@@ -91,7 +91,7 @@ impl ZkServer {
         while TcpStream::connect(("127.0.0.1", self.port)).is_ok() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.process.respawn();
+        self.process.respawn().unwrap();
         self.wait_ready();
     }
 }
