@@ -44,10 +44,11 @@ pid_is() {
     fi
 }
 
-# Like pid_is, for a server spawned with `setsid NAME ...` a moment ago: until setsid execs the
-# server, the pid's name is still `setsid`.
+# For a server this shell spawned in the background a moment ago: alive, whatever its name (until
+# it execs, the child is still a copy of this shell, then `setsid`). Being our own child, its pid
+# cannot have been reused; once it exits it stays a zombie until reaped.
 pid_starting() {
-    pid_is "$1" "$2" || pid_is "$1" setsid
+    kill -0 "$1" 2>/dev/null && ! pid_zombie "$1"
 }
 
 pid_zombie() {
@@ -97,7 +98,7 @@ spawn_server() {
     printf '127.0.0.1:%s\n' "$port" >"$dir/$name.addr"
     deadline=$((SECONDS + ${SERVICES_TIMEOUT:-60}))
     until "$ready" "$port"; do
-        pid_starting "$pid" "$comm" || die_with_log "$dir/$name.log" "$name exited during start-up"
+        pid_starting "$pid" || die_with_log "$dir/$name.log" "$name exited during start-up"
         [[ $SECONDS -lt $deadline ]] || die "$name was not ready within ${SERVICES_TIMEOUT:-60}s; see $dir/$name.log"
         sleep 0.2
     done

@@ -59,7 +59,7 @@ seckill_start() {
     echo "$pid" >"$dir/$name.pid"
     deadline=$((SECONDS + ${SERVICES_TIMEOUT:-60}))
     while :; do
-        pid_starting "$pid" seckill || die_with_log "$dir/$name.log" "seckill $name exited during start-up"
+        pid_starting "$pid" || die_with_log "$dir/$name.log" "seckill $name exited during start-up"
         address="$(head -n 1 "$dir/$name.addr" 2>/dev/null || true)"
         [[ -z "$address" ]] || ! seckill_ready "$address" || break
         [[ $SECONDS -lt $deadline ]] || die "seckill $name not ready in time; see $dir/$name.log"

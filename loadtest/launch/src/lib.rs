@@ -81,11 +81,6 @@ impl Server {
         self
     }
 
-    /// Its directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// `bash scripts/server.sh KIND ACTION DIR ARG...` with the environment, stdin closed and
     /// the output where [`output_to`](Self::output_to) said, not yet spawned.
     pub fn command(&self, action: &str) -> io::Result<Command> {
@@ -136,11 +131,6 @@ impl Launched {
         Ok(())
     }
 
-    /// What it was started as.
-    pub fn server(&self) -> &Server {
-        &self.server
-    }
-
     /// Its PID while this process has not reaped it.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -176,11 +166,6 @@ impl Launched {
             self.child = None;
         }
         Ok(status)
-    }
-
-    /// Whether it runs (started, not yet seen to exit).
-    pub fn is_running(&mut self) -> bool {
-        matches!(self.try_wait(), Ok(None)) && self.child.is_some()
     }
 
     /// Kills it (SIGKILL, which ends a frozen one too) and reaps it; its directory stays.
