@@ -9,13 +9,13 @@
 #   scripts/server.sh etcd run|start|stop DIR PORT                    scripts/lib/etcd.sh
 #   scripts/server.sh pgbouncer run DIR PORT UPSTREAM-URL             scripts/lib/pgbouncer.sh
 #   scripts/server.sh faultproxy run DIR UPSTREAM [PORT]              scripts/lib/faultproxy.sh
-#   scripts/server.sh seckill run|start|stop DIR NAME                 scripts/lib/seckill.sh
+#   scripts/server.sh seckill run DIR NAME                            scripts/lib/seckill.sh
 #
 # Every server writes its pid and its address (`127.0.0.1:PORT`) to DIR/KIND.pid and DIR/KIND.addr
 # (seckill: DIR/NAME.pid, DIR/NAME.addr), and logs to DIR. `run` execs the server in the
 # foreground, so a supervisor that spawned this script holds the server's own pid (to pause it,
 # kill -9 it and reap it). `start` starts it in the background, waits until it serves, and prints
-# its pid (seckill: its base URL). `stop` stops what `start` started, by its pid file (postgres:
+# its pid. `stop` stops what `start` started, by its pid file (postgres:
 # MODE immediate is a crash). A postgres `start` with DB also creates that database. Everything
 # listens on 127.0.0.1 only.
 set -euo pipefail
@@ -76,10 +76,10 @@ case "$kind:$action" in
         source "$ROOT/scripts/lib/faultproxy.sh"
         faultproxy_run "$dir" "$arg" "$@"
         ;;
-    seckill:run | seckill:start | seckill:stop)
+    seckill:run)
         # shellcheck source=lib/seckill.sh
         source "$ROOT/scripts/lib/seckill.sh"
-        "seckill_$action" "$dir" "$arg"
+        seckill_run "$dir" "$arg"
         ;;
     *) usage ;;
 esac
