@@ -96,7 +96,6 @@ cleanup_leftovers() {
 # ZooKeeper and etcd of the suite (the `@zk` and `@etcd` scenarios), started by the same
 # functions as scripts/services.sh's, on the suite's own ports and directory.
 RUN_DIR="$ROOT/$WORK"
-TIMEOUT=60
 ZK_PORT="${CHAOS_ZK_PORT:-2192}"
 ETCD_PORT="${CHAOS_ETCD_PORT:-2392}"
 WITH=zookeeper,etcd

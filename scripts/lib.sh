@@ -2,7 +2,8 @@
 # What every script of the project starts with. Set SCRIPT_TAG (the "[tag]" of its messages) and
 # source this first. It also sources the small shared helpers, lib/proc.sh (pids and ports),
 # lib/apt.sh (Debian packages) and lib/pip.sh (Python packages); the servers' own libraries
-# (lib/redis.sh, lib/pg.sh, lib/seckill.sh, lib/coordination.sh) are sourced where needed.
+# (lib/redis.sh, lib/pg.sh, lib/zookeeper.sh, lib/etcd.sh, lib/pgbouncer.sh, lib/faultproxy.sh,
+# lib/seckill.sh) and lib/coordination.sh are sourced where needed.
 #
 #   ROOT            the repository's top directory
 #   log MSG...      "[tag] MSG" on stderr (stdout stays free for what a script prints)

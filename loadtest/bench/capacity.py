@@ -277,7 +277,7 @@ def run_wrk_cell(ctx: CellContext, spec: WrkSpec, model: LoadModel) -> WrkResult
     """Runs one wrk cell and reads back everything about it (see the module doc)."""
     res = WrkResult(spec=spec, sku=spec.sku(ctx.run_id))
     stem = "wrk-healthz" if spec.strategy is None else f"wrk-{spec.strategy}-{_SUFFIX[spec.kind]}"
-    logs = [ctx.run_dir / f"{stem}-{i.idx}.log" for i in ctx.instances]
+    logs = [ctx.run_dir / f"{stem}-{i.name}.log" for i in ctx.instances]
     res.wrk_logs = [rel(p) for p in logs]
     if spec.strategy is not None:
         try:
@@ -285,7 +285,7 @@ def run_wrk_cell(ctx: CellContext, spec: WrkSpec, model: LoadModel) -> WrkResult
         except OSError as e:
             res.violations = [f"{res.name}: the sale could not be created ({e})"]
             return res
-    cmds = [wrk_command(spec, inst.base, order_args(spec, res.sku, inst.idx, model)) for inst in ctx.instances]
+    cmds = [wrk_command(spec, inst.base, order_args(spec, res.sku, int(inst.name), model)) for inst in ctx.instances]
     log_offsets = [i.log_size() for i in ctx.instances]
     # The CPU window: from before the load to after redis-gate's writer has caught up (its
     # commits are part of what its orders cost). wrk has ended by then: its CPU is in this

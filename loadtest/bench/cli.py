@@ -172,11 +172,11 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
 
 def start_instances(plan: Plan, run_dir: Path, token: str) -> list[Instance]:
     env = dict(os.environ)
-    env.update({"SECKILL_LISTEN": "127.0.0.1:0", "REDIS_URL": plan.redis_url, "DATABASE_URL": plan.database_url,
+    env.update({"REDIS_URL": plan.redis_url, "DATABASE_URL": plan.database_url,
                 "SECKILL_ADMIN_TOKEN": token, "NO_COLOR": "1", "RUST_LOG": os.environ.get("BENCH_RUST_LOG", "info")})
     instances: list[Instance] = []
     for i in range(1, INSTANCES + 1):
-        instances.append(Instance(i, run_dir, env))
+        instances.append(Instance(str(i), run_dir, env))
         instances[-1].wait_ready()  # one at a time: they serialise on the migration lock anyway
     return instances
 
@@ -200,8 +200,8 @@ def run_one(ctx: CellContext, spec: CellSpec, n: int, of: int, res: RunResult) -
 
 def instances_alive(ctx: CellContext) -> None:
     for inst in ctx.instances:
-        if inst.proc.poll() is not None:
-            raise SetupError(f"seckill #{inst.idx} died (exit {inst.proc.returncode}); see {inst.log_path}")
+        if not inst.process.alive():
+            raise SetupError(f"seckill #{inst.name} died (exit {inst.process.proc.returncode}); see {inst.log_path}")
 
 
 def run_wrk_cells(plan: Plan, ctx: CellContext, res: RunResult) -> None:
@@ -344,8 +344,8 @@ def main(argv=None) -> int:
     finally:
         for inst in instances:
             code = inst.stop()
-            res.service_logs[f"seckill-{inst.idx}"] = {"log": rel(inst.log_path), "exit": code, **log_findings(inst.log_text())}
-            log(f"seckill #{inst.idx} stopped (exit {code})")
+            res.service_logs[f"seckill-{inst.name}"] = {"log": rel(inst.log_path), "exit": code, **log_findings(inst.log_text())}
+            log(f"seckill #{inst.name} stopped (exit {code})")
 
     # Ceilings and locks with the instances stopped: they would only steal CPU.
     if rc == 0 and not args.no_ceilings and not args.only_capacity:

@@ -1,7 +1,8 @@
 """The processes a run starts and talks to: bounded subprocess runs, k6 runs, load generators
-run side by side (wrk, one per instance), the two seckill instances (started by
-scripts/server.sh on port 0, their address read from the file the instance writes, stopped by
-their own pid), and HTTP/Prometheus access to them.
+run side by side (wrk, one per instance), servers started the project's one way (`server`:
+scripts/server.sh KIND run, so the child is the server), the seckill instances (`Instance`, their
+address read from the file the instance writes, stopped by their own pid), and HTTP/Prometheus
+access to them. The demo (loadtest/demo/run.py) starts its processes with these too.
 
 Nothing here measures anything by itself; the cells, ceilings and lock benchmarks do.
 """
@@ -156,30 +157,80 @@ def http_json(method: str, url: str, body=None, headers=None, timeout: float = 1
         return status, None
 
 
-class Instance:
-    """One seckill process on a free loopback port, started the project's one way
-    (`scripts/server.sh seckill run`, which execs it: the pid is the instance's own), its port
-    read from the address file it writes once listening."""
+class Process:
+    """A child process in its own session, its output in `log_path`; signalled and stopped by its
+    own pid, never by name."""
 
-    def __init__(self, idx: int, run_dir: Path, env: dict):
-        self.idx = idx
-        name = f"seckill-{idx}"
-        self.log_path = run_dir / f"{name}.log"
-        self.address_file = run_dir / f"{name}.addr"
+    def __init__(self, argv: list[str], log_path: Path, env: dict | None = None, stdin=subprocess.DEVNULL):
+        self.log_path = log_path
+        with open(log_path, "wb") as out:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.proc.pid, sig)
+
+    def stop(self, grace: float = 15) -> int | None:
+        """SIGCONT (a frozen process cannot act on SIGTERM), SIGTERM, SIGKILL `grace` s later."""
+        if self.alive():
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                log(f"{self.log_path.stem} (pid {self.proc.pid}) ignored SIGTERM for {grace:.0f} s; SIGKILL")
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+
+def server(kind: str, run_dir: Path, *args: str, name: str | None = None, env: dict | None = None,
+           stdin=subprocess.DEVNULL) -> Process:
+    """`scripts/server.sh KIND run RUN_DIR ARG...`, the project's one way to start a server: `run`
+    execs it, so the process is the server itself. Its log is RUN_DIR/NAME.log (NAME defaults to
+    KIND), where the server's own output goes too."""
+    return Process(["bash", str(SERVER_SCRIPT), kind, "run", str(run_dir), *args],
+                   run_dir / f"{name or kind}.log", env, stdin)
+
+
+def read_address(file: Path, process: Process, what: str, timeout: float = 60) -> str:
+    """The `host:port` a server wrote to `file` once it listened (written atomically)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if file.exists():
+            return file.read_text().strip()
+        if not process.alive():
+            raise SetupError(f"{what} exited with {process.proc.returncode}; see {process.log_path}")
+        time.sleep(0.05)
+    raise SetupError(f"{what} did not start listening within {timeout:.0f}s; see {process.log_path}")
+
+
+class Instance:
+    """One seckill process `seckill-NAME` in `run_dir`, listening on 127.0.0.1:`port` (0: a free
+    port), started through `server`; its address read from the file it writes once listening."""
+
+    def __init__(self, name: str, run_dir: Path, env: dict, port: int = 0):
+        self.name = name
+        label = f"seckill-{name}"
+        self.address_file = run_dir / f"{label}.addr"
         self.address_file.unlink(missing_ok=True)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            ["bash", str(SERVER_SCRIPT), "seckill", "run", str(run_dir), name],
-            env={**env, "SECKILL_BIN": str(SECKILL_BIN)}, stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        self.port: int | None = None
-        (run_dir / f"{name}.pid").write_text(f"{self.proc.pid}\n")
-        log(f"seckill #{idx} started, pid {self.proc.pid}, log {rel(self.log_path)}")
+        self.process = server("seckill", run_dir, label, name=label,
+                              env={**env, "SECKILL_BIN": str(SECKILL_BIN), "SECKILL_LISTEN": f"127.0.0.1:{port}"})
+        self.log_path = self.process.log_path
+        self.address: str | None = None
+        log(f"{label} started, pid {self.process.pid}, log {rel(self.log_path)}")
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.address}"
 
     def log_text(self) -> str:
         try:
@@ -197,34 +248,22 @@ class Instance:
 
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
+        self.address = read_address(self.address_file, self.process, f"seckill {self.name}", timeout)
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SetupError(f"seckill #{self.idx} exited with {self.proc.returncode}; see {self.log_path}\n{self.log_text()[-1500:]}")
-            if self.port is None and self.address_file.exists():
-                self.port = int(self.address_file.read_text().strip().rsplit(":", 1)[1])
-            if self.port is not None:
-                try:
-                    status, _ = http_json("GET", f"{self.base}/readyz", timeout=2)
-                    if status == 200:
-                        log(f"seckill #{self.idx} ready on {self.base}")
-                        return
-                except OSError:
-                    pass
-            time.sleep(0.2)
-        raise SetupError(f"seckill #{self.idx} not ready within {timeout:.0f}s; see {self.log_path}")
+            if not self.process.alive():
+                raise SetupError(f"seckill {self.name} exited with {self.process.proc.returncode}; "
+                                 f"see {self.log_path}\n{self.log_text()[-1500:]}")
+            try:
+                if http_json("GET", f"{self.base}/readyz", timeout=2)[0] == 200:
+                    log(f"seckill {self.name} ready on {self.base}")
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise SetupError(f"seckill {self.name} not ready within {timeout:.0f}s; see {self.log_path}")
 
     def stop(self) -> int | None:
-        """SIGTERM to our own pid, SIGKILL to the same pid after 15 s; never by name."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                log(f"seckill #{self.idx} (pid {self.proc.pid}) ignored SIGTERM for 15 s; SIGKILL")
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._log.close()
-        return self.proc.returncode
+        return self.process.stop()
 
 
 def log_findings(text: str, limit: int = 8) -> dict:

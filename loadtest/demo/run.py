@@ -17,7 +17,8 @@ default strategy broke (oversold, stranded, inconsistent or lost in act 2 or 3),
 error. Watch it live on the sale page: the URL is printed at the start.
 
 Started by scripts/demo.sh (which starts Redis and PostgreSQL and builds the binaries). Standard
-library only; every process it starts is stopped by PID at the end.
+library only. Its processes are the bench's (loadtest/bench/processes.py): servers started through
+scripts/server.sh, every one stopped by its PID at the end.
 """
 
 from __future__ import annotations
@@ -29,18 +30,18 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+# Replaces this directory (Python's default first entry) with loadtest/, as the bench's run.py does.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.processes import Instance, Process, SetupError, http_json, read_address, server  # noqa: E402
+from bench.settings import PROFILE_DIR, ROOT, SECKILL_BIN, TARGET_DIR  # noqa: E402
+
 RUN = ROOT / ".run" / "demo"
-SECKILL_BIN = ROOT / "target" / "release" / "seckill"
-# The project's one way to start a seckill instance (it writes the address it bound to a file).
-SERVER = ROOT / "scripts" / "server.sh"
-FAULTPROXY_BIN = ROOT / "target" / "release" / "faultproxy"
+FAULTPROXY_BIN = TARGET_DIR / PROFILE_DIR / "faultproxy"
 K6 = ROOT / "scripts" / "k6.sh"
 K6_SCRIPT = ROOT / "loadtest" / "k6" / "seckill.js"
 BROWSER = ROOT / "scripts" / "browser.sh"
@@ -63,63 +64,15 @@ def say(text: str = "") -> None:
     print(text, flush=True)
 
 
-class SetupError(Exception):
-    """Something the demo needs is missing or did not start."""
-
-
-# ------------------------------------------------------------------------------------------------
-# processes
-
-
-class Process:
-    """A child process with its output in a log file; stopped by its PID."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], stdin=None):
-        self.name = name
-        self.log = RUN / f"{name}.log"
-        self.proc = subprocess.Popen(argv, env=env, stdin=stdin, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def signal(self, sig: int) -> None:
-        if self.alive():
-            os.kill(self.proc.pid, sig)
-
-    def stop(self) -> None:
-        if not self.alive():
-            return
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def read_address(file: Path, process: Process, what: str, timeout: float = 20) -> str:
-    """The `host:port` a process wrote to `file` once it listened (it writes it atomically)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if file.exists():
-            return file.read_text().strip()
-        if not process.alive():
-            raise SetupError(f"{what} exited; see {process.log}")
-        time.sleep(0.05)
-    raise SetupError(f"{what} did not start listening within {timeout:.0f} s; see {process.log}")
-
-
 class FaultProxy:
-    """The chaos suite's TCP fault proxy in front of PostgreSQL, for instance b only."""
+    """The chaos suite's TCP fault proxy in front of PostgreSQL, for instance b only; commands go
+    to its standard input."""
 
     def __init__(self, upstream: str):
-        address_file = RUN / "faultproxy.addr"
-        address_file.unlink(missing_ok=True)
-        self.process = Process("faultproxy", [str(FAULTPROXY_BIN), "--upstream", upstream,
-                                              "--address-file", str(address_file)],
-                               dict(os.environ), stdin=subprocess.PIPE)
-        self.address = read_address(address_file, self.process, "the fault proxy")
+        (RUN / "faultproxy.addr").unlink(missing_ok=True)
+        self.process = server("faultproxy", RUN, upstream, env={**os.environ, "FAULTPROXY_BIN": str(FAULTPROXY_BIN)},
+                              stdin=subprocess.PIPE)
+        self.address = read_address(RUN / "faultproxy.addr", self.process, "the fault proxy", timeout=20)
 
     def command(self, line: str) -> None:
         stdin = self.process.proc.stdin
@@ -127,57 +80,24 @@ class FaultProxy:
         stdin.flush()
 
 
-def http_json(method: str, url: str, body: dict | None = None, token: str | None = None,
-              timeout: float = 5.0) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+def ask(method: str, url: str, body: dict | None = None, token: str | None = None,
+        timeout: float = 5.0) -> tuple[int, dict]:
+    """`http_json` for a live view: an instance that does not answer (frozen, cut off) is status 0."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        try:
-            return e.code, json.loads(e.read() or b"{}")
-        except ValueError:
-            return e.code, {}
-    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError):
+        status, answer = http_json(method, url, body, {"Authorization": f"Bearer {token}"} if token else None, timeout)
+    except OSError:
         return 0, {}
-
-
-@dataclass
-class Instance:
-    name: str
-    address: str
-    process: Process
-
-    @property
-    def base(self) -> str:
-        return f"http://{self.address}"
+    return status, answer if isinstance(answer, dict) else {}
 
 
 def start_instance(name: str, port: int, database_url: str, token: str) -> Instance:
-    """`scripts/server.sh seckill run`: the instance is the child we spawned (so we can freeze
-    it by PID), configured the project's one way; its address comes from its address file."""
+    """Instance `name` (its SECKILL_INSTANCE, the owner name the live view shows) on `port`."""
     env = dict(os.environ)
-    env.update({
-        "SECKILL_BIN": str(SECKILL_BIN), "SECKILL_LISTEN": f"127.0.0.1:{port}", "SECKILL_INSTANCE": name,
-        "SECKILL_ADMIN_TOKEN": token, "DATABASE_URL": database_url, "SECKILL_LOCKS__LEASE_MS": str(LEASE_MS),
-        "RUST_LOG": env.get("RUST_LOG", "warn"),
-    })
-    label = f"seckill-{name}"
-    (RUN / f"{label}.addr").unlink(missing_ok=True)
-    process = Process(label, ["bash", str(SERVER), "seckill", "run", str(RUN), label], env)
-    instance = Instance(name, read_address(RUN / f"{label}.addr", process, f"seckill {name}"), process)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        if not instance.process.alive():
-            raise SetupError(f"seckill {name} exited; see {instance.process.log}")
-        if http_json("GET", f"{instance.base}/readyz", timeout=1)[0] == 200:
-            return instance
-        time.sleep(0.1)
-    raise SetupError(f"seckill {name} not ready after 20 s; see {instance.process.log}")
+    env.update({"SECKILL_INSTANCE": name, "SECKILL_ADMIN_TOKEN": token, "DATABASE_URL": database_url,
+                "SECKILL_LOCKS__LEASE_MS": str(LEASE_MS), "RUST_LOG": env.get("RUST_LOG", "warn")})
+    instance = Instance(name, RUN, env, port)
+    instance.wait_ready(timeout=20)
+    return instance
 
 
 def via(url: str, address: str) -> str:
@@ -261,7 +181,7 @@ class Demo:
         self.proxy = FaultProxy(f"{upstream.hostname}:{upstream.port or 5432}")
         self.instances = [
             start_instance("a", PORT_BASE, database_url, self.token),
-            start_instance("b", PORT_BASE + 1, via(database_url, self.proxy.address), self.token),
+            start_instance("b", PORT_BASE + 1 if PORT_BASE else 0, via(database_url, self.proxy.address), self.token),
         ]
 
     def stop(self) -> None:
@@ -280,7 +200,7 @@ class Demo:
     def poll(self, sku: str) -> dict[str, dict]:
         views = {}
         for instance in self.instances:
-            status, body = http_json("GET", f"{instance.base}/v1/sales/{sku}/live", timeout=0.4)
+            status, body = ask("GET", f"{instance.base}/v1/sales/{sku}/live", timeout=0.4)
             if status == 200:
                 views[instance.name] = body
         return views
@@ -301,14 +221,14 @@ class Demo:
                 "-e", "SETUP_SALE=1", "-e", f"TOTAL={TOTAL}", "-e", f"SHARDS={act.shards}", "-e", f"STRATEGY={act.strategy}",
                 "-e", f"RATE={act.rate}", "-e", f"DURATION={act.cap_s}s", "-e", "USERS=100000", "-e", "REQUEST_TIMEOUT=5s",
                 "-e", f"SUMMARY_PATH={summary}"]
-        self.k6 = Process(f"k6-{act.number}", argv, env)
+        self.k6 = Process(argv, RUN / f"k6-{act.number}.log", env)
         started = time.time()
         # k6 creates the sale in its setup().
         while not self.poll(sku):
             if not self.k6.alive():
-                raise SetupError(f"k6 ended before the sale existed; see {self.k6.log}")
+                raise SetupError(f"k6 ended before the sale existed; see {self.k6.log_path}")
             if time.time() - started > 60:
-                raise SetupError(f"the sale was not created within 60 s; see {self.k6.log}")
+                raise SetupError(f"the sale was not created within 60 s; see {self.k6.log_path}")
             time.sleep(0.2)
         t0 = time.time()
         faults = self.fault_plan(sku if act.screenshot else None) if act.faulty else []
@@ -358,7 +278,7 @@ class Demo:
         return out
 
     def live_sale(self, sku: str) -> dict:
-        status, body = http_json("GET", f"{self.a.base}/v1/sales/{sku}/live", timeout=0.4)
+        status, body = ask("GET", f"{self.a.base}/v1/sales/{sku}/live", timeout=0.4)
         return body["sale"] if status == 200 else {"shards": [], "fence_rejections": 0}
 
     def progress_line(self, now: float, sale: dict, views: dict[str, dict], rate: float) -> str:
@@ -448,7 +368,7 @@ class Demo:
         argv = [found.stdout.strip(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                 f"--user-data-dir={profile}", "--window-size=1280,800", "--virtual-time-budget=2500",
                 f"--screenshot={SCREENSHOT}", url]
-        self.camera = Process("chromium", argv, dict(os.environ))
+        self.camera = Process(argv, RUN / "chromium.log", dict(os.environ))
 
     def finish(self, out: Outcome, elapsed: float, summary: Path) -> None:
         camera = self.camera
@@ -459,7 +379,7 @@ class Demo:
             except subprocess.TimeoutExpired:
                 camera.stop()
             self.camera = None
-        status, audit = http_json("GET", f"{self.a.base}/v1/sales/{out.sku}/audit", timeout=30)
+        status, audit = ask("GET", f"{self.a.base}/v1/sales/{out.sku}/audit", timeout=30)
         if status != 200:
             out.notes.append(f"the audit could not be read (HTTP {status})")
             out.consistent = False
@@ -481,7 +401,7 @@ class Demo:
                            f"{outcomes.get('server_errors', 0)} other 5xx (503 unavailable while a dependency was cut off "
                            f"included), {dropped} arrivals dropped (offered faster than served), p99 {out.p99_ms or 0:.0f} ms")
         except (OSError, ValueError):
-            out.k6_line = f"k6 wrote no summary (see {self.k6.log if self.k6 else 'its log'})"
+            out.k6_line = f"k6 wrote no summary (see {self.k6.log_path if self.k6 else 'its log'})"
         sold_units = min(out.sold, out.total) if out.act.expect_exact else out.sold
         out.units_per_s = sold_units / elapsed if elapsed > 0 else 0.0
         say(f"   {out.k6_line}")

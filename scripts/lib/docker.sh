@@ -64,7 +64,7 @@ docker_engine_down() {
     local pid="$DOCKERD_PID" deadline
     [[ -n "$pid" ]] || return 0
     DOCKERD_PID=""
-    pid_starting "$pid" dockerd || pid_is "$pid" bash || return 0
+    pid_starting "$pid" || return 0
     log "stopping dockerd (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     # dockerd stops its containers first (10 s each at most), then containerd.

@@ -9,8 +9,10 @@
 #   as_pg CMD...         runs CMD as the `postgres` user when root (PostgreSQL refuses to run as
 #                        root); `cd /` first: the caller's directory may not be readable by postgres
 #   pg_start DIR PORT    initdb DIR/data once, start it on 127.0.0.1:PORT (log DIR/pg.log, socket
-#                        DIR/sock), wait until it accepts connections; nothing to do if it runs
-#   pg_stop DIR          pg_ctl -m fast stop (open transactions abort, clients are disconnected)
+#                        DIR/sock), wait until it accepts connections; nothing to do if it runs.
+#                        Writes DIR/postgres.pid and DIR/postgres.addr
+#   pg_stop DIR [MODE]   pg_ctl -m fast stop (open transactions abort, clients are disconnected);
+#                        MODE immediate is a crash: no checkpoint, recovery at the next start
 #   pg_pid DIR           the postmaster's live pid, or nothing
 #   pg_ready PORT        the server on PORT accepts connections
 #   pg_ensure_db PORT DB creates database DB owned by the superuser unless it exists
@@ -152,18 +154,21 @@ pg_start() {
         [[ $SECONDS -lt $deadline ]] || die_with_log "$dir/pg.log" "postgres did not become ready on 127.0.0.1:$port in time"
         sleep 0.2
     done
+    pg_pid "$dir" >"$dir/postgres.pid"
+    printf '127.0.0.1:%s\n' "$port" >"$dir/postgres.addr"
     log "postgres ready on 127.0.0.1:$port (pid $(pg_pid "$dir"))"
 }
 
 pg_stop() {
-    local dir="$1" pid
+    local dir="$1" mode="${2:-fast}" pid
     pid="$(pg_pid "$dir")"
+    rm -f "$dir/postgres.pid" "$dir/postgres.addr"
     [[ -n "$pid" ]] || return 0
-    if ! as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w -t "${SERVICES_TIMEOUT:-60}" stop </dev/null >&2; then
+    if ! as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t "${SERVICES_TIMEOUT:-60}" stop </dev/null >&2; then
         log "ERROR: pg_ctl stop failed; see $dir/pg.log"
         return 1
     fi
-    log "postgres stopped (pid $pid)"
+    log "postgres stopped ($mode, pid $pid)"
 }
 
 pg_ensure_db() {

@@ -2,10 +2,11 @@
 # A project-owned redis-server: loopback only, no persistence, `DEBUG` allowed from loopback
 # (tests stall a server with DEBUG SLEEP), every file in its own directory. This is the one place
 # its command line is written: services.sh, lock-servers.sh and, through scripts/server.sh, the
-# chaos suite start Redis here. Source it after scripts/lib.sh.
+# chaos suite and lockkit's tests (Redlock masters, cluster nodes, Sentinels) start Redis here.
+# Both ways write DIR/redis.pid and DIR/redis.addr. Source it after scripts/lib.sh.
 #
 #   redis_run DIR PORT [ARG...]     exec redis-server in the foreground (a supervisor's child)
-#   redis_start DIR PORT [ARG...]   start it in the background (DIR/redis.pid), wait for PING;
+#   redis_start DIR PORT [ARG...]   start it in the background, wait for PING;
 #                                   nothing to do if DIR/redis.pid names a live server
 #   redis_stop DIR PORT             SIGTERM by the pid file; returns once the port is closed
 #   redis_pid DIR                   the live pid in DIR/redis.pid, or nothing
@@ -45,48 +46,23 @@ redis_pid() {
 }
 
 redis_run() {
-    local dir="$1" port="$2"
-    mkdir -p "$dir"
+    mkdir -p "$1"
     redis_command "$@"
-    exec "${REDIS_COMMAND[@]}" --daemonize no </dev/null
+    exec_server "$1" redis "$2" "${REDIS_COMMAND[@]}" --daemonize no </dev/null
 }
 
 redis_start() {
-    local dir="$1" port="$2" started deadline
-    mkdir -p "$dir"
-    if [[ -n "$(redis_pid "$dir")" ]] && redis_ping "$port"; then
-        log "redis already running (pid $(redis_pid "$dir")) on 127.0.0.1:$port"
-        return 0
+    local -a REDIS_COMMAND=()
+    mkdir -p "$1"
+    # Only a server that is not running starts fresh: a cluster node without its nodes.conf
+    # (nothing is persisted), a Sentinel from a new sentinel.conf. A running one keeps both.
+    if [[ -z "$(redis_pid "$1")" ]]; then
+        rm -f "$1/nodes.conf"
+        redis_command "$@"
     fi
-    rm -f "$dir/redis.pid" "$dir/nodes.conf" # stale, and a cluster node starts fresh
-    port_open "$port" && die "port $port is in use by a process this project did not start (no live pid in $dir/redis.pid)"
-    log "starting redis on 127.0.0.1:$port"
-    redis_command "$@"
-    "${REDIS_COMMAND[@]}" --daemonize yes --pidfile "$dir/redis.pid" </dev/null >&2 ||
-        die_with_log "$dir/redis.log" "redis-server failed to start"
-    # The daemonised child writes its pid file a moment after the launcher returns, so a missing
-    # pid only counts after a grace period; readiness is judged by PING.
-    started=$SECONDS
-    deadline=$((SECONDS + ${SERVICES_TIMEOUT:-60}))
-    until redis_ping "$port"; do
-        if [[ -z "$(redis_pid "$dir")" && $((SECONDS - started)) -ge 3 ]]; then
-            die_with_log "$dir/redis.log" "redis-server on port $port exited during start-up"
-        fi
-        [[ $SECONDS -lt $deadline ]] || die_with_log "$dir/redis.log" "redis on port $port did not answer PING in time"
-        sleep 0.1
-    done
-    log "redis ready on 127.0.0.1:$port (pid $(redis_pid "$dir"))"
+    spawn_server "$1" redis "$2" redis-server redis_ping "${REDIS_COMMAND[@]}" --daemonize no
 }
 
 redis_stop() {
-    local dir="$1" port="$2" pid
-    pid="$(redis_pid "$dir")"
-    if [[ -z "$pid" ]]; then
-        rm -f "$dir/redis.pid"
-        return 0
-    fi
-    kill "$pid" 2>/dev/null || true
-    wait_port_closed "$port" "$pid" redis-server "${SERVICES_TIMEOUT:-60}" || return 1
-    rm -f "$dir/redis.pid"
-    log "redis on port $port stopped (pid $pid)"
+    stop_server "$1" redis "$2" redis-server
 }

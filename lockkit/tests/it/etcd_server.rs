@@ -1,15 +1,16 @@
 //! etcd for the etcd tests: the shared server's URL (`ETCD_URL`, started by
 //! `WITH=etcd scripts/services.sh up`), an `etcdctl` runner, and a server that one test owns
-//! (Debian's `etcd` on free loopback ports with a temporary data dir, killed by its PID on drop)
-//! for the faults that would disturb other tests: freezing it, killing it, restarting it.
+//! (Debian's `etcd` started through `scripts/server.sh etcd run` on free loopback ports with a
+//! temporary data dir, killed by its PID on drop) for the faults that would disturb other tests:
+//! freezing it, killing it, restarting it.
 
 use std::{
     io::{BufRead, BufReader},
-    net::TcpListener,
-    path::PathBuf,
     process::{Child, Command, Output, Stdio},
     time::{Duration, Instant},
 };
+
+use crate::launched::{self, Launched, free_port};
 
 /// The shared etcd (`etcd://host:port`). Unset: the tests fail, saying how to start it.
 pub(crate) fn etcd_url() -> String {
@@ -75,42 +76,27 @@ pub(crate) fn contender_keys(url: &str, name: &str) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
 
-/// One `etcd` process, killed on drop; its data survives a [`restart`](Self::restart).
+/// One `etcd` process (`scripts/server.sh etcd run`, `launched`), killed on drop; its data
+/// survives a [`restart`](Self::restart).
 pub(crate) struct EtcdServer {
     port: u16,
-    peer_port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
+    process: Launched,
 }
 
 impl EtcdServer {
     pub(crate) async fn start() -> Self {
-        let (port, peer_port) = free_ports();
-        let dir = std::env::temp_dir().join(format!("lockkit-it-etcd-{port}-{:08x}", rand::random::<u32>()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut server = Self { port, peer_port, dir, child: None };
-        server.spawn().await;
+        // Its peers listen on the next port.
+        let port = free_port(&[1]);
+        let mut server = Self { port, process: launched::spawn("etcd", port, &[]) };
+        server.wait_ready().await;
         server
     }
 
-    async fn spawn(&mut self) {
-        let client = format!("http://127.0.0.1:{}", self.port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let child = Command::new("etcd")
-            .args(["--name", "it", "--listen-client-urls", &client, "--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .arg("--initial-cluster")
-            .arg(format!("it={peer}"))
-            .arg("--data-dir")
-            .arg(self.dir.join("data"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd must be installed (Debian etcd-server)");
-        self.child = Some(child);
+    async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !self.answers().await {
-            assert!(Instant::now() < deadline, "etcd on port {} did not start", self.port);
+            launched::assert_running(&mut self.process);
+            assert!(Instant::now() < deadline, "etcd on port {} did not start:\n{}", self.port, self.process.log());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -129,46 +115,20 @@ impl EtcdServer {
         format!("etcd://127.0.0.1:{}", self.port)
     }
 
-    fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
-    }
-
     /// Freezes the process (SIGSTOP): connections stay open, nothing is answered.
     pub(crate) fn freeze(&self) {
-        self.signal("-STOP");
+        self.process.freeze().expect("freeze etcd");
     }
 
     /// Resumes a frozen process (SIGCONT).
     pub(crate) fn resume(&self) {
-        self.signal("-CONT");
-    }
-
-    /// Kills the process (SIGKILL); its data dir stays.
-    pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.thaw().expect("resume etcd");
     }
 
     /// Kills it and starts it again on the same ports with the same data, as after a crash.
     pub(crate) async fn restart(&mut self) {
-        self.kill();
-        self.spawn().await;
+        self.process.kill();
+        self.process.respawn().unwrap();
+        self.wait_ready().await;
     }
-}
-
-impl Drop for EtcdServer {
-    fn drop(&mut self) {
-        // SIGKILL ends a frozen process too.
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Two distinct loopback ports that nothing listens on now.
-fn free_ports() -> (u16, u16) {
-    let (a, b) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
-    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
 }

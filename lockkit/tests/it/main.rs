@@ -2,6 +2,7 @@
 //! against Redlock masters and a Redis Cluster that the tests start themselves (`servers`).
 //! One test binary; each module is one behaviour a user relies on.
 
+mod launched;
 mod pgbouncer;
 #[cfg(feature = "postgres")]
 mod postgres_server;

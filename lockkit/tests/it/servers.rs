@@ -1,62 +1,46 @@
 //! Redis servers that one test owns: independent masters for Redlock, and a 3-master Redis
-//! Cluster. Each runs `redis-server` (installed by `scripts/services.sh`) in the foreground through
-//! `scripts/server.sh redis run` on a free loopback port, with its files in a temporary directory;
-//! the test kills it, by its PID, when done or to inject a fault.
+//! Cluster. Each is `redis-server` (installed by `scripts/services.sh`) started through
+//! `scripts/server.sh redis run` on a free loopback port (`launched`); the test kills it, by its
+//! PID, when done or to inject a fault.
 
 use std::{
-    net::TcpListener,
-    path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use redis::aio::MultiplexedConnection;
 
+use crate::launched::{self, Launched, free_port, free_port_64xx};
+
 /// One `redis-server` process, killed on drop.
 pub(crate) struct RedisServer {
     pub(crate) port: u16,
-    dir: PathBuf,
-    extra: Vec<String>,
-    child: Option<Child>,
+    process: Launched,
 }
 
 impl RedisServer {
-    /// Starts a server without persistence on a free port (and, with `extra` cluster flags, with
+    /// Starts a server without persistence on a free port (and, with `--cluster-enabled`, with
     /// its cluster bus port free too).
     pub(crate) async fn start(extra: &[&str]) -> Self {
-        Self::start_on(free_port(!extra.is_empty()), extra).await
+        Self::start_on(free_port(bus(extra)), extra).await
     }
 
     /// Starts a server like [`start`](Self::start), on a free port of 6400-6499 (a test's own
     /// server in the range the project leaves to tests).
     pub(crate) async fn start_64xx(extra: &[&str]) -> Self {
-        Self::start_on(free_port_64xx(!extra.is_empty()), extra).await
+        Self::start_on(free_port_64xx(bus(extra)), extra).await
     }
 
     async fn start_on(port: u16, extra: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!("lockkit-it-{port}-{:08x}", rand::random::<u32>()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut server = Self { port, dir, extra: extra.iter().map(|s| s.to_string()).collect(), child: None };
-        server.spawn().await;
+        let mut server = Self { port, process: launched::spawn("redis", port, extra) };
+        server.wait_ready().await;
         server
     }
 
-    async fn spawn(&mut self) {
-        // The project's one way to start Redis; `run` execs it, so the child is the server.
-        let child = Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/server.sh"))
-            .args(["redis", "run"])
-            .arg(&self.dir)
-            .arg(self.port.to_string())
-            .args(&self.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (scripts/services.sh installs it)");
-        self.child = Some(child);
+    async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.connect().await.is_none() {
+            launched::assert_running(&mut self.process);
             assert!(Instant::now() < deadline, "redis-server on port {} did not start", self.port);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -88,48 +72,20 @@ impl RedisServer {
 
     /// Kills the process (SIGKILL): its data is gone.
     pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
     }
 
     /// Starts it again on the same port, empty (no persistence), as after a crash.
     pub(crate) async fn restart_empty(&mut self) {
-        self.kill();
-        self.spawn().await;
+        self.process.kill();
+        self.process.respawn().unwrap();
+        self.wait_ready().await;
     }
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A port that nothing listens on now (and, for cluster nodes, whose bus port +10000 is free).
-fn free_port(with_bus: bool) -> u16 {
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        if !with_bus || (port < 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok()) {
-            return port;
-        }
-    }
-}
-
-/// A port of 6400-6499, picked at random, that nothing listens on now (and, for cluster nodes,
-/// whose bus port +10000 is free).
-fn free_port_64xx(with_bus: bool) -> u16 {
-    loop {
-        let port = 6400 + rand::random::<u16>() % 100;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok()
-            && (!with_bus || TcpListener::bind(("127.0.0.1", port + 10000)).is_ok())
-        {
-            return port;
-        }
-    }
+/// The ports beside a server's own that must be free too: a cluster node's bus port (+10000).
+fn bus(extra: &[&str]) -> &'static [u16] {
+    if extra.contains(&"--cluster-enabled") { &[10000] } else { &[] }
 }
 
 /// `n` independent masters, and a Redlock URL over them.

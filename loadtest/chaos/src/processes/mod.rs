@@ -1,6 +1,7 @@
 //! The processes the suite owns, one file each: [`redis`], [`postgres`], [`seckill`], each started
-//! through [`server_script`] (the project's one way to start them). Everything
-//! here acts on processes by the PID the suite itself started, never by name.
+//! by the project's one supervisor, the `launch` crate (`scripts/server.sh`, whose libraries hold
+//! every server's command line). Everything here acts on processes by the PID the suite itself
+//! started, never by name.
 //!
 //! Each started process is also written to a pid file under `.run/chaos/pids/` (`PID COMM`), so
 //! that `scripts/chaos.sh` can end exactly those if the runner itself dies.
@@ -8,7 +9,6 @@
 pub mod postgres;
 pub mod redis;
 pub mod seckill;
-pub mod server_script;
 
 use std::{
     future::Future,
@@ -18,6 +18,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use launch::Launched;
 pub use nix::sys::signal::Signal;
 use nix::{sys::signal::kill, unistd::Pid};
 use tokio::time::Instant;
@@ -74,6 +75,24 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Stops `process` gracefully: SIGTERM, then SIGKILL if it has not exited within `grace`. Waits
+/// without blocking the runtime (the load may still be running).
+pub async fn terminate(process: &mut Launched, grace: Duration) -> Result<()> {
+    let Some(pid) = process.pid() else {
+        return Ok(());
+    };
+    signal(pid, Signal::SIGTERM)?;
+    let deadline = Instant::now() + grace;
+    while process.try_wait()?.is_none() {
+        if Instant::now() >= deadline {
+            process.kill();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
 }
 
 /// The pid files of the processes the suite started (`.run/chaos/pids/NAME.pid`, `PID COMM`).

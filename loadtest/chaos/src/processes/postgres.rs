@@ -1,5 +1,5 @@
 //! The suite's own PostgreSQL under `.run/chaos/pg/`, started and stopped the project's one way
-//! (`scripts/server.sh postgres`, see `scripts/lib/pg.sh`): `initdb` once, as the `postgres` user
+//! (`scripts/server.sh postgres` through the `launch` crate, see `scripts/lib/pg.sh`): `initdb` once, as the `postgres` user
 //! when we are root, then `pg_ctl` (`-m fast` to stop). Its PID comes from `postmaster.pid`.
 
 use std::{
@@ -9,8 +9,9 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use launch::Server;
 
-use super::{PidFiles, port_open, server_script, wait_until};
+use super::{PidFiles, port_open, wait_until};
 
 /// Superuser created by `initdb -U` (`PG_SUPERUSER` in `scripts/lib/pg.sh`), with trust
 /// authentication on loopback.
@@ -49,14 +50,7 @@ impl PostgresServer {
     }
 
     async fn start_server(&mut self) -> Result<()> {
-        server_script::output(server_script::command(
-            "postgres",
-            "start",
-            &self.dir,
-            &self.port.to_string(),
-        ))
-        .await
-        .context("start postgres")?;
+        self.script("start").await.context("start postgres")?;
         self.running = true;
         if let Some(pid) = self.pid() {
             self.pids.record(PID_NAME, pid, "postgres");
@@ -73,17 +67,34 @@ impl PostgresServer {
         if !self.running {
             return Ok(());
         }
-        server_script::output(server_script::command(
-            "postgres",
-            "stop",
-            &self.dir,
-            &self.port.to_string(),
-        ))
-        .await
-        .context("stop postgres")?;
+        self.script("stop").await.context("stop postgres")?;
         self.running = false;
         self.pids.forget(PID_NAME);
         Ok(())
+    }
+
+    /// `scripts/server.sh postgres ACTION DIR PORT` to completion; an error quotes its output.
+    async fn script(&self, action: &str) -> Result<()> {
+        let mut command = tokio::process::Command::from(self.server().command(action)?);
+        let output = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .await
+            .with_context(|| format!("run {command:?}"))?;
+        if !output.status.success() {
+            bail!(
+                "{command:?} failed ({}):\n{}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    fn server(&self) -> Server {
+        Server::new("postgres", &self.dir).arg(self.port.to_string())
     }
 
     /// Starts it again after [`stop_fast`](Self::stop_fast).
@@ -165,11 +176,9 @@ impl Drop for PostgresServer {
         if !self.running {
             return;
         }
-        let _ =
-            server_script::blocking_command("postgres", "stop", &self.dir, &self.port.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+        if let Ok(mut command) = self.server().command("stop") {
+            let _ = command.status();
+        }
         self.pids.forget(PID_NAME);
     }
 }

@@ -1,17 +1,16 @@
 //! The suite's own Redis: a foreground `redis-server` child (so its PID is ours), without
 //! persistence, that scenarios can `kill -9` and restart empty. Its command line is the project's
-//! one (`scripts/server.sh redis run`).
+//! one (`scripts/server.sh redis run`, through the `launch` crate).
 
 use std::{
     path::{Path, PathBuf},
-    process::Stdio,
     time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
-use tokio::process::Child;
+use launch::{Launched, Server};
 
-use super::{PidFiles, Signal, port_open, server_script, signal, wait_until};
+use super::{PidFiles, port_open, terminate, wait_until};
 
 /// Name of the pid file of the suite's Redis.
 const PID_NAME: &str = "redis";
@@ -24,7 +23,7 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     pids: PidFiles,
-    child: Option<Child>,
+    process: Option<Launched>,
 }
 
 impl RedisServer {
@@ -45,22 +44,20 @@ impl RedisServer {
             port,
             dir: dir.to_owned(),
             pids: pids.clone(),
-            child: None,
+            process: None,
         };
         server.spawn().await?;
         Ok(server)
     }
 
     async fn spawn(&mut self) -> Result<()> {
-        let child = server_script::command("redis", "run", &self.dir, &self.port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
+        let process = Server::new("redis", &self.dir)
+            .arg(self.port.to_string())
+            .run()
             .context("start redis-server (is it installed? scripts/chaos.sh installs it)")?;
-        let pid = child.id().context("redis-server exited at once")?;
+        let pid = process.pid().context("redis-server exited at once")?;
         self.pids.record(&self.name, pid, "redis-server");
-        self.child = Some(child);
+        self.process = Some(process);
         let url = self.url();
         wait_until(Duration::from_secs(20), "redis answers PING", || ping(&url)).await
     }
@@ -77,23 +74,20 @@ impl RedisServer {
 
     /// The PID of the running server, if it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(Child::id)
+        self.process.as_ref().and_then(Launched::pid)
     }
 
     /// Whether the suite currently runs it.
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.process.is_some()
     }
 
     /// `kill -9`: every key, lock and fence counter is gone. Returns once the port is closed.
     pub async fn kill9(&mut self) -> Result<()> {
-        let Some(mut child) = self.child.take() else {
+        let Some(mut process) = self.process.take() else {
             bail!("redis is not running")
         };
-        if let Some(pid) = child.id() {
-            signal(pid, Signal::SIGKILL)?;
-        }
-        child.wait().await.context("reap redis-server")?;
+        process.kill();
         self.pids.forget(&self.name);
         let port = self.port;
         wait_until(
@@ -106,7 +100,7 @@ impl RedisServer {
 
     /// Starts it again, empty, on the same port.
     pub async fn restart(&mut self) -> Result<()> {
-        if self.child.is_some() {
+        if self.process.is_some() {
             bail!("redis is already running");
         }
         self.spawn().await
@@ -114,19 +108,10 @@ impl RedisServer {
 
     /// Stops it for good (SIGTERM, then SIGKILL after 5 s).
     pub async fn stop(&mut self) -> Result<()> {
-        let Some(mut child) = self.child.take() else {
+        let Some(mut process) = self.process.take() else {
             return Ok(());
         };
-        if let Some(pid) = child.id() {
-            signal(pid, Signal::SIGTERM)?;
-            if tokio::time::timeout(Duration::from_secs(5), child.wait())
-                .await
-                .is_err()
-            {
-                signal(pid, Signal::SIGKILL)?;
-                child.wait().await?;
-            }
-        }
+        terminate(&mut process, Duration::from_secs(5)).await?;
         self.pids.forget(&self.name);
         Ok(())
     }

@@ -5,14 +5,14 @@
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
-    process::Stdio,
     time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
-use tokio::process::Child;
+use launch::{Launched, Server};
+use tokio::time::Instant;
 
-use super::{PidFiles, Signal, alive, server_script, signal, wait_until};
+use super::{PidFiles, Signal, alive, signal, terminate, wait_until};
 use crate::settings::ServiceSettings;
 
 /// The admin token the suite's instances accept.
@@ -44,7 +44,7 @@ pub struct Instance {
     name: String,
     pid_name: String,
     port: u16,
-    child: Option<Child>,
+    process: Option<Launched>,
     log: PathBuf,
     paused: bool,
     pids: PidFiles,
@@ -71,13 +71,9 @@ impl Instance {
         }
         // A predecessor's file would name its port until the script got to remove it.
         let _ = std::fs::remove_file(&address_file);
-        let errors = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("open {}", log.display()))?;
         let s = &spec.service;
-        let child = server_script::command("seckill", "run", log_dir, &file_name)
+        let process = Server::new("seckill", log_dir)
+            .arg(&file_name)
             .env("SECKILL_BIN", binary)
             .env(
                 "SECKILL_LISTEN",
@@ -97,16 +93,17 @@ impl Instance {
             )
             .env("SECKILL_POOLS__GENERAL", s.db_pool.to_string())
             .env("SECKILL_WORKERS", s.workers.to_string())
-            .env("RUST_LOG", "info")
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "info");
+        let process = spec
+            .env
+            .iter()
+            .fold(process, |p, (k, v)| p.env(k, v))
             .env_remove("SECKILL_CONFIG")
             .env_remove("SECKILL_INSTANCE")
-            .stdout(Stdio::null())
-            .stderr(errors)
-            .kill_on_drop(true)
-            .spawn()
+            .output_to(&log)
+            .run()
             .context("start seckill through scripts/server.sh")?;
-        let pid = child.id().context("seckill exited at once")?;
+        let pid = process.pid().context("seckill exited at once")?;
         let pid_name = format!("seckill-{label}-{}", spec.name);
         pids.record(&pid_name, pid, "seckill");
         // The instance reports the port it bound; one that dies first (an armed failpoint) has none.
@@ -129,7 +126,7 @@ impl Instance {
             name: spec.name.clone(),
             pid_name,
             port,
-            child: Some(child),
+            process: Some(process),
             log,
             paused: false,
             pids: pids.clone(),
@@ -177,7 +174,7 @@ impl Instance {
 
     /// Its PID while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(Child::id)
+        self.process.as_ref().and_then(Launched::pid)
     }
 
     /// Its log file.
@@ -216,11 +213,8 @@ impl Instance {
     /// `kill -9`, then reaps it.
     pub async fn kill9(&mut self) -> Result<()> {
         self.resume()?;
-        if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                signal(pid, Signal::SIGKILL)?;
-            }
-            child.wait().await?;
+        if let Some(mut process) = self.process.take() {
+            process.kill();
             self.pids.forget(&self.pid_name);
         }
         Ok(())
@@ -229,36 +223,28 @@ impl Instance {
     /// Waits up to `within` for the process to exit by itself (e.g. at a failpoint); reaps it
     /// and returns whether it did.
     pub async fn wait_exit(&mut self, within: Duration) -> Result<bool> {
-        let Some(child) = self.child.as_mut() else {
+        let Some(process) = self.process.as_mut() else {
             return Ok(true);
         };
-        match tokio::time::timeout(within, child.wait()).await {
-            Ok(status) => {
-                status?;
-                self.child = None;
-                self.pids.forget(&self.pid_name);
-                Ok(true)
+        let deadline = Instant::now() + within;
+        while process.try_wait()?.is_none() {
+            if Instant::now() >= deadline {
+                return Ok(false);
             }
-            Err(_) => Ok(false),
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        self.process = None;
+        self.pids.forget(&self.pid_name);
+        Ok(true)
     }
 
     /// Stops it: resume if paused, SIGTERM (graceful, drains requests), SIGKILL after 12 s.
     pub async fn stop(&mut self) -> Result<()> {
         self.resume()?;
-        let Some(mut child) = self.child.take() else {
+        let Some(mut process) = self.process.take() else {
             return Ok(());
         };
-        if let Some(pid) = child.id() {
-            signal(pid, Signal::SIGTERM)?;
-            if tokio::time::timeout(Duration::from_secs(12), child.wait())
-                .await
-                .is_err()
-            {
-                signal(pid, Signal::SIGKILL)?;
-                child.wait().await?;
-            }
-        }
+        terminate(&mut process, Duration::from_secs(12)).await?;
         self.pids.forget(&self.pid_name);
         Ok(())
     }
@@ -375,11 +361,11 @@ fn strip_ansi(line: &str) -> String {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if self.child.is_some() {
+        if self.process.is_some() {
             let _ = self.resume();
             self.pids.forget(&self.pid_name);
         }
-        // kill_on_drop ends the child itself.
+        // Dropping the Launched process kills it.
     }
 }
 
