@@ -11,6 +11,9 @@ use serde_json::Value;
 #[path = "../../../lockkit/tests/it/etcd_server.rs"]
 mod etcd_server;
 #[allow(dead_code)]
+#[path = "../../../lockkit/tests/it/launched.rs"]
+mod launched;
+#[allow(dead_code)]
 #[path = "../../../lockkit/tests/it/postgres_server.rs"]
 mod postgres_server;
 #[allow(dead_code)]
