@@ -82,6 +82,21 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>>;
 
+    /// The first attempt of an acquire, made before its caller listens for wake-ups: if refused,
+    /// it need not announce a waiter (a caller that waits tries again once it listens, with
+    /// [`acquire`](Self::acquire)), and it may spend a fence. One Redis uses that to take the
+    /// plain lock without a script (`backend::redis::first_attempt`). The default is
+    /// [`acquire`](Self::acquire).
+    fn acquire_first<'a>(
+        &'a self,
+        hold: &'a Arc<Hold>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+    ) -> BoxFuture<'a, Result<Grant>> {
+        self.acquire(hold, token, lease, jobs)
+    }
+
     /// Owner-checked release that wakes waiters; true when `token` still held its grant.
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>>;
 

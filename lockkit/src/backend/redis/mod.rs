@@ -7,6 +7,7 @@
 //! | `connections` | long-lived multiplexed connections from a deadpool pool (one Redis, each Redlock node) |
 //! | `eviction` | the `maxmemory-policy` check at connect |
 //! | `scripts` | the plain lock's scripts, and [`Call`]: one script invocation that any Redis backend runs or pipelines |
+//! | `first_attempt` | the plain lock's first attempt on one Redis: a transaction of plain commands, no script |
 //! | `holds` | which scripts keep each hold: attempt, extension, release, leave |
 //! | `reentrant`, `fair`, `read_write`, `semaphore`, `members` | the primitives' own scripts |
 //! | `leader` | a leader's lock and the value beside it, and the followers' read |
@@ -18,6 +19,7 @@ mod compare_delete;
 mod connections;
 mod eviction;
 mod fair;
+mod first_attempt;
 pub(crate) mod holds;
 pub(crate) mod leader;
 mod members;
