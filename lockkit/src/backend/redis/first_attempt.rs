@@ -5,7 +5,7 @@
 //! fake client per `redis.call`), more than the commands it runs; a transaction of plain commands
 //! costs a fraction of that. Measured on Redis 7.0 (`INFO commandstats`, `lockctl bench` at 16
 //! tasks, December 2026): the acquire script took 4.9 µs per call, `EXEC` of the three commands
-//! 1.6 µs, `MULTI` 0.1 µs (see the [module](super) docs for the whole pair).
+//! 1.3 µs, `MULTI` 0.06 µs (see the [module](super) docs for the whole pair).
 //!
 //! What it gives up, and why that is safe:
 //! - the `INCR` runs whether or not the `SET` granted, so a refused first attempt spends a fence:
