@@ -1,5 +1,6 @@
-//! One Redis server: every operation is one script on one of a few multiplexed connections, and
-//! a batch of renewals is one pipeline.
+//! One Redis server: every operation is one round trip on one of a few multiplexed connections
+//! (a script, or for the plain lock's first attempt a transaction of plain commands, see
+//! `first_attempt`), and a batch of renewals is one pipeline.
 
 use std::{sync::Arc, time::Duration};
 
