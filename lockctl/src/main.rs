@@ -64,9 +64,10 @@ struct Cli {
     /// Key prefix of the locks.
     #[arg(long, default_value = "lockkit")]
     prefix: String,
-    /// Multiplexed connections to spread operations over.
-    #[arg(long, default_value_t = 2)]
-    connections: usize,
+    /// Connections to spread operations over (default: the backend's, one multiplexed
+    /// connection per Redis server, two PostgreSQL sessions).
+    #[arg(long)]
+    connections: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -143,7 +144,10 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> lockkit::Result<ExitCode> {
     let url = cli.url.as_deref().unwrap_or(&cli.redis_url);
-    let mut builder = LockClient::builder(url).prefix(&cli.prefix).connections(cli.connections);
+    let mut builder = LockClient::builder(url).prefix(&cli.prefix);
+    if let Some(connections) = cli.connections {
+        builder = builder.connections(connections);
+    }
     if let Command::Acquire { ttl_ms: Some(ttl), .. } | Command::Elect { ttl_ms: Some(ttl), .. } = &cli.command {
         builder = builder.default_lease(Duration::from_millis(*ttl));
     }

@@ -1,4 +1,4 @@
-//! Acquiring a lock: one script round trip per attempt, and a wait loop that sleeps until a
+//! Acquiring a lock: one round trip per attempt, and a wait loop that sleeps until a
 //! release is announced instead of polling.
 
 use std::{
@@ -140,7 +140,9 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
     let deadline = started + request.wait;
     let mut attempts = 1;
     let mut last_error = None;
-    match attempt(core, &hold, request.lease).await {
+    // Not listening for wake-ups yet: this attempt need not announce itself if refused (the one
+    // right after subscribing does), which lets one Redis take the plain lock without a script.
+    match attempt(core, &hold, request.lease, First::Yes).await {
         Ok(Attempt::Granted(guard)) => {
             leave.disarm();
             return Ok(granted(guard, attempts, started));
@@ -168,7 +170,7 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
             attempts += 1;
             // A split vote sleeps its jittered pause through: the partial grants' releases would
             // otherwise wake every contender at once, to split again.
-            let (pause, wakeable) = match attempt(core, &hold, request.lease).await {
+            let (pause, wakeable) = match attempt(core, &hold, request.lease, First::No).await {
                 Ok(Attempt::Granted(guard)) => {
                     leave.disarm();
                     return Ok(granted(guard, attempts, started));
@@ -241,9 +243,16 @@ impl Drop for LeaveOnExit<'_> {
     }
 }
 
-/// One round trip of the acquire script.
-async fn attempt(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>) -> Result<Attempt> {
-    let result = try_acquire(core, hold, lease).await;
+/// Whether an attempt is an acquire's first, made before it listens for wake-ups.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum First {
+    Yes,
+    No,
+}
+
+/// One attempt: one round trip on one Redis.
+async fn attempt(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>, first: First) -> Result<Attempt> {
+    let result = try_acquire(core, hold, lease, first).await;
     metrics::attempt(match &result {
         Ok(Attempt::Granted(_)) => "acquired",
         Ok(Attempt::Held(_) | Attempt::Contested) => "held",
@@ -252,7 +261,7 @@ async fn attempt(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>) ->
     result
 }
 
-async fn try_acquire(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>) -> Result<Attempt> {
+async fn try_acquire(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>, first: First) -> Result<Attempt> {
     let keys = &hold.keys;
     let (lease, renews) = match lease {
         Some(lease) => (lease, false),
@@ -264,7 +273,11 @@ async fn try_acquire(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>
     let lease = core.backend.lease_for(lease);
     let token = new_token();
     let sent_at = Moment::now();
-    let fence = match core.backend.acquire(hold, &token, lease, &core.jobs).await? {
+    let grant = match first {
+        First::Yes => core.backend.acquire_first(hold, &token, lease, &core.jobs).await?,
+        First::No => core.backend.acquire(hold, &token, lease, &core.jobs).await?,
+    };
+    let fence = match grant {
         Grant::Granted(fence) => fence,
         Grant::Held(ttl) => return Ok(Attempt::Held(ttl)),
         Grant::Contested => return Ok(Attempt::Contested),

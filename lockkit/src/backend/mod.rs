@@ -82,6 +82,21 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>>;
 
+    /// The first attempt of an acquire, made before its caller listens for wake-ups: if refused,
+    /// it need not announce a waiter (a caller that waits tries again once it listens, with
+    /// [`acquire`](Self::acquire)), and it may spend a fence. One Redis uses that to take the
+    /// plain lock without a script (`backend::redis::first_attempt`). The default is
+    /// [`acquire`](Self::acquire).
+    fn acquire_first<'a>(
+        &'a self,
+        hold: &'a Arc<Hold>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+    ) -> BoxFuture<'a, Result<Grant>> {
+        self.acquire(hold, token, lease, jobs)
+    }
+
     /// Owner-checked release that wakes waiters; true when `token` still held its grant.
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>>;
 
@@ -141,12 +156,16 @@ pub(crate) fn unsupported(backend: BackendKind, what: &str) -> Error {
 
 /// Opens the backend that `url` names. Redis backends connect lazily; ZooKeeper, etcd and
 /// PostgreSQL open their session (bounded by the command timeout).
-pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: usize) -> Result<Arc<dyn Backend>> {
+/// `connections` is the builder's setting, `None` for the backend's default: one multiplexed
+/// connection per Redis server (it batches the most commands per system call), two PostgreSQL
+/// sessions (a session runs one statement at a time).
+pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: Option<usize>) -> Result<Arc<dyn Backend>> {
+    let redis_connections = connections.unwrap_or(1);
     Ok(match url {
-        BackendUrl::Redis(url) => Arc::new(redis::single::SingleRedis::open(url, config, connections)?),
+        BackendUrl::Redis(url) => Arc::new(redis::single::SingleRedis::open(url, config, redis_connections)?),
         BackendUrl::Cluster(nodes) => Arc::new(redis::cluster::RedisCluster::open(nodes, config)?),
-        BackendUrl::Sentinel(url) => Arc::new(redis::sentinel::RedisSentinel::open(url, config, connections)?),
-        BackendUrl::Redlock(nodes) => Arc::new(redis::redlock::Redlock::open(nodes, config, connections)?),
+        BackendUrl::Sentinel(url) => Arc::new(redis::sentinel::RedisSentinel::open(url, config, redis_connections)?),
+        BackendUrl::Redlock(nodes) => Arc::new(redis::redlock::Redlock::open(nodes, config, redis_connections)?),
         #[cfg(feature = "zookeeper")]
         BackendUrl::ZooKeeper { servers, chroot, credentials } => {
             zookeeper::open(servers, chroot, credentials.as_ref(), config).await?
@@ -154,7 +173,7 @@ pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: usize) 
         #[cfg(feature = "etcd")]
         BackendUrl::Etcd { endpoints, credentials } => etcd::open(endpoints, credentials.as_ref(), config).await?,
         #[cfg(feature = "postgres")]
-        BackendUrl::Postgres { url, mode } => postgres::open(url, *mode, config, connections).await?,
+        BackendUrl::Postgres { url, mode } => postgres::open(url, *mode, config, connections.unwrap_or(2)).await?,
         #[allow(unreachable_patterns)]
         other => {
             return Err(Error::new(

@@ -12,9 +12,13 @@
 //!
 //! ## What it guarantees
 //!
-//! Exclusion and strictly increasing fences while that Redis keeps its data. An acquire is one
-//! Lua script: `SET NX PX` with a random 128-bit owner token and an `INCR` of the lock's fence
-//! counter; a release is an owner-checked compare-and-delete. After a restart without
+//! Exclusion and strictly increasing fences while that Redis keeps its data. An acquire's first
+//! attempt is one transaction (`MULTI`, `SET NX PX` with a random 128-bit owner token, `INCR` of
+//! the lock's fence counter, `EXISTS` of a lock-delay key, `EXEC`); the attempts of a waiter are
+//! one Lua script that does the same and announces the waiter. A refused first attempt spends a
+//! fence, so fences have gaps. A release is an owner-checked compare-and-delete (a script, or
+//! `DELIFEQ`/`DELEX` where the server has them). The ACL user needs `MULTI`, `EXEC`, `SET`,
+//! `INCR`, `EXISTS` and the scripting commands. After a restart without
 //! persistence, or a failover to a replica that had not seen the latest writes, both reset: a
 //! second holder may be granted while the first still works, and the counter may hand out a fence
 //! the store already saw. Re-seed the counter with
@@ -83,8 +87,8 @@
 //!
 //! ## Connections
 //!
-//! Two long-lived multiplexed connections by default
+//! One long-lived multiplexed connection by default
 //! ([`LockClientBuilder::connections`](crate::LockClientBuilder::connections)): concurrent
-//! operations pipeline on them, with no per-operation pool checkout. Waiters sleep on a pub/sub
+//! operations pipeline on it, with no per-operation pool checkout. Waiters sleep on a pub/sub
 //! wake-up (one waiter per process per release, first come first served), capped by the holder's
 //! TTL; they poll with jitter only while wake-ups are down.

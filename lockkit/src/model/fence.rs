@@ -7,7 +7,8 @@
 use std::fmt;
 
 /// A fencing token: strictly increasing per lock name across all clients, for as long as Redis
-/// keeps its data. After Redis lost its data, re-seed the counter with
+/// keeps its data. Not gapless: a refused attempt may spend a value (on one Redis a refused first
+/// attempt does; PostgreSQL's, ZooKeeper's and etcd's fences skip values too). After Redis lost its data, re-seed the counter with
 /// [`LockClient::ensure_fence_at_least`](crate::LockClient::ensure_fence_at_least) from the
 /// highest fence your store has accepted.
 ///

@@ -14,7 +14,8 @@ pub(crate) struct LockKeys {
     /// `{prefix:name}`: holds the owner token, exactly what redis-py, redsync or node-redlock would
     /// use for the same name, so they exclude each other with us.
     pub(crate) lock: String,
-    /// `{prefix:name}:fence`: the fence counter, incremented by every grant, never expiring.
+    /// `{prefix:name}:fence`: the fence counter, incremented by every grant (and on one Redis by a
+    /// refused first attempt too: fences have gaps), never expiring.
     pub(crate) fence: String,
     /// `{prefix:name}:released`: pub/sub channel published on release, to wake waiters.
     pub(crate) released: String,

@@ -250,7 +250,7 @@ async fn a_grant_answered_after_its_lease_ran_out_is_refused() {
     let client = LockClient::builder(proxy.url()).connections(1).connect().await.unwrap();
     let name = unique("late-grant");
     let lease = Duration::from_millis(500);
-    // The connection is up (and the script loaded) before the stall.
+    // The connection is up (and the release script loaded) before the stall.
     assert!(client.try_lock(&name).await.unwrap().unwrap().release().await.unwrap());
 
     proxy.stall();
@@ -258,7 +258,9 @@ async fn a_grant_answered_after_its_lease_ran_out_is_refused() {
         let (client, name) = (client.clone(), name.clone());
         async move { client.acquire(&name).lease(lease).await }
     });
-    assert!(eventually(Duration::from_secs(30), || std::future::ready(proxy.held_back("EVALSHA"))).await);
+    // A first attempt of the plain lock is one transaction, sent whole: held back once its `EXEC`
+    // is.
+    assert!(eventually(Duration::from_secs(30), || std::future::ready(proxy.held_back("EXEC"))).await);
     tokio::time::sleep(lease + Duration::from_millis(100)).await;
     proxy.resume();
 

@@ -73,7 +73,8 @@ async fn scripts_are_reloaded_after_the_script_cache_is_flushed() {
     client.try_lock(&name).await.unwrap().unwrap().release().await.unwrap();
 
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut conn).await.unwrap();
-    let guard = client.try_lock(&name).await.unwrap().expect("acquire reloads its script");
+    // With a lock-delay, even a first attempt runs the acquire script.
+    let guard = client.acquire(&name).lock_delay(Duration::from_millis(1)).await.expect("acquire reloads its script");
 
     assert_eq!(guard.fence().get(), 2);
     assert!(guard.release().await.unwrap(), "release reloads its script too");

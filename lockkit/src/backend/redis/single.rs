@@ -1,12 +1,15 @@
-//! One Redis server: every operation is one script on one of a few multiplexed connections, and
-//! a batch of renewals is one pipeline.
+//! One Redis server: every operation is one round trip on one of a few multiplexed connections
+//! (a script, or for the plain lock's first attempt a transaction of plain commands, see
+//! `first_attempt`), and a batch of renewals is one pipeline.
 
 use std::{sync::Arc, time::Duration};
 
 use super::{
     RedisScripts,
     compare_delete::{self, CompareDelete},
-    eviction, holds, leader,
+    eviction,
+    first_attempt::{self, FirstAttempt},
+    holds, leader,
 };
 use crate::{
     backend::{
@@ -121,6 +124,39 @@ impl Backend for SingleRedis {
             let reply = reply?;
             undo.disarm();
             Ok(reply.into())
+        })
+    }
+
+    fn acquire_first<'a>(
+        &'a self,
+        hold: &'a Arc<Hold>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+    ) -> BoxFuture<'a, Result<Grant>> {
+        if !first_attempt::applies(hold) {
+            return self.acquire(hold, token, lease, jobs);
+        }
+        Box::pin(async move {
+            let mut lane = self.conns.checkout().await?;
+            let mut undo = super::undo_on_cancel(jobs, lane.conn.clone(), hold, token);
+            let reply = async {
+                redis::RedisResult::Ok(match first_attempt::attempt(&mut lane.conn, &hold.keys, token, lease).await? {
+                    FirstAttempt::Granted(fence) => Grant::Granted(Fence::new(fence)),
+                    FirstAttempt::Held => Grant::Held(None),
+                    FirstAttempt::Delayed => {
+                        first_attempt::undo(&mut lane.conn, &hold.keys, token).await?;
+                        Grant::Held(None)
+                    }
+                })
+            };
+            let reply = reply.await.map_err(Error::from);
+            self.conns.report(&lane, &reply);
+            // An error leaves `undo` armed: the transaction may have run although its answer was
+            // lost.
+            let reply = reply?;
+            undo.disarm();
+            Ok(reply)
         })
     }
 

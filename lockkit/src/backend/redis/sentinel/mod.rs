@@ -81,6 +81,33 @@ struct Master {
 }
 
 impl RedisSentinel {
+    /// One attempt on the current master (its first, or a waiter's), after seeding the fence
+    /// floor there if this master has not been seeded for the name yet. Not retried here: the
+    /// acquire loop retries within the caller's wait, undoing what a lost answer may have granted.
+    fn attempt<'a>(
+        &'a self,
+        hold: &'a Arc<Hold>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+        first: bool,
+    ) -> BoxFuture<'a, Result<Grant>> {
+        Box::pin(self.on_master(false, move |master: Arc<Master>| async move {
+            let name = &hold.keys.name;
+            if let Some(floor) = master.floor.pending(name)
+                && self.shared.config.controls.keeps(Unprotected::SentinelFenceFloor)
+            {
+                master.redis.raise_fence(&hold.keys, floor).await?;
+                master.floor.seeded(name);
+            }
+            if first {
+                master.redis.acquire_first(hold, token, lease, jobs).await
+            } else {
+                master.redis.acquire(hold, token, lease, jobs).await
+            }
+        }))
+    }
+
     /// Connects lazily: the Sentinels are first asked by the first operation (the client's ping).
     pub(crate) fn open(url: &SentinelUrl, config: &Config, connections: usize) -> Result<Self> {
         for sentinel in &url.sentinels {
@@ -253,18 +280,17 @@ impl Backend for RedisSentinel {
         lease: Duration,
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>> {
-        // Not retried here: the acquire loop retries within the caller's wait, undoing what a
-        // lost answer may have granted.
-        Box::pin(self.on_master(false, move |master: Arc<Master>| async move {
-            let name = &hold.keys.name;
-            if let Some(floor) = master.floor.pending(name)
-                && self.shared.config.controls.keeps(Unprotected::SentinelFenceFloor)
-            {
-                master.redis.raise_fence(&hold.keys, floor).await?;
-                master.floor.seeded(name);
-            }
-            master.redis.acquire(hold, token, lease, jobs).await
-        }))
+        self.attempt(hold, token, lease, jobs, false)
+    }
+
+    fn acquire_first<'a>(
+        &'a self,
+        hold: &'a Arc<Hold>,
+        token: &'a str,
+        lease: Duration,
+        jobs: &'a Jobs,
+    ) -> BoxFuture<'a, Result<Grant>> {
+        self.attempt(hold, token, lease, jobs, true)
     }
 
     fn release<'a>(&'a self, hold: &'a Hold, token: &'a str) -> BoxFuture<'a, Result<bool>> {
