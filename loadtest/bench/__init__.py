@@ -1,4 +1,4 @@
-"""The comparison runner behind `make bench` (see loadtest/README.md).
+"""The comparison runner behind `make bench` (see docs/bench.md).
 
 Runs, in one go and against the project's own Redis and PostgreSQL (loopback only), the strategy
 matrix under k6 load, the latency points at fixed offered loads, the wrk cells (capacity, retry

@@ -218,7 +218,7 @@ def k6_env(ctx: CellContext, spec: CellSpec, summary_path: Path) -> dict[str, st
 
 
 def run_cell(ctx: CellContext, spec: CellSpec) -> CellResult:
-    """Runs one cell and reads back everything about it (see loadtest/README.md)."""
+    """Runs one cell and reads back everything about it (see docs/bench.md)."""
     stem = f"k6-{spec.strategy}-{spec.shards}{spec.suffix}"
     summary_path, k6_log, console = (ctx.run_dir / f"{stem}{ext}" for ext in (".json", ".log", ".console.log"))
     cell = CellResult(spec=spec, sku=spec.sku(ctx.run_id), k6_summary=rel(summary_path), k6_log=rel(k6_log))
@@ -314,7 +314,7 @@ def read_audit(cell: CellResult, instance: Instance) -> None:
 
 
 def read_orders(cell: CellResult, pg: Pg, summary: dict) -> None:
-    """Orders/s from the server's commit times (see orders_per_sec in loadtest/README.md)."""
+    """Orders/s from the server's commit times (see orders_per_sec in docs/bench.md)."""
     row = pg.rows("SELECT count(*), COALESCE(sum(quantity), 0), extract(epoch FROM min(created_at)), "
                   "extract(epoch FROM max(created_at)) FROM orders WHERE sku = %s", (cell.sku,))[0]
     cell.orders, units = int(row[0]), int(row[1])

@@ -35,7 +35,7 @@ from .targets import capacity_targets, evaluate_targets
 
 
 def parse_args(argv) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="loadtest/bench", description="seckill comparison runner (make bench); see loadtest/README.md")
+    p = argparse.ArgumentParser(prog="loadtest/bench", description="seckill comparison runner (make bench); see docs/bench.md")
     p.add_argument("--smoke", action="store_true", help="short CI run: correctness only, writes loadtest/results/smoke-latest.json")
     p.add_argument("--strategies", default=None, help="comma-separated subset (default: all; smoke: all but owned-unfenced)")
     p.add_argument("--throughput", default=None, help="throughput cells as strategy/shards, comma-separated, '' for none "

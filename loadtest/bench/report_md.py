@@ -1,4 +1,4 @@
-"""latest.md: the tables of loadtest/README.md filled in from one `RunResult`. Pure: text in,
+"""latest.md: the tables docs/bench.md describes, filled in from one `RunResult`. Pure: text in,
 text out; one function per section."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def svg_chart(res: RunResult) -> str:
     bars(top2, h2, y2max, lambda c: c.oversold, over_colors)
     legend(top2 - 42, over_colors)
     cv.text(cv.left, cv.H - 18, "orders/s = committed orders / time from load start to the last order (sell-out) or to the "
-            "end of the load; see loadtest/README.md", fill="#666", font_size="11")
+            "end of the load; see docs/bench.md", fill="#666", font_size="11")
     return cv.done()
 
 
@@ -174,5 +174,5 @@ def svg_latency(res: RunResult) -> str:
         cv.text(lx + 28, ly + 4, name)
     cv.text(cv.left, cv.H - 30, "Each point: a fresh sale offered 25/50/75% of the strategy's throughput cell in the same run; "
             "hollow red: k6 dropped arrivals (not valid).", fill="#666", font_size="11")
-    cv.text(cv.left, cv.H - 14, "See loadtest/README.md, 'Latency at fixed offered loads'.", fill="#666", font_size="11")
+    cv.text(cv.left, cv.H - 14, "See docs/bench.md, 'Latency at fixed offered loads'.", fill="#666", font_size="11")
     return cv.done()
