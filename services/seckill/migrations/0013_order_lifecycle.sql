@@ -38,6 +38,8 @@ CREATE TABLE stock_returns (
     PRIMARY KEY (order_id, shard)
 );
 CREATE INDEX stock_returns_pending ON stock_returns (sku, shard) WHERE applied_fence IS NULL;
+-- The live view's count of returned units, and a reset's delete.
+CREATE INDEX stock_returns_by_sku ON stock_returns (sku);
 
 -- The key behind each order's secret (an HMAC of the order, handed to its buyer at purchase):
 -- generated here, so every instance of one database shares it without configuration.

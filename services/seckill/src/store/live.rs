@@ -1,6 +1,6 @@
-//! The live view of a sale: its shards (stock, fence, owner), its fence rejections, and its
-//! orders' units by lifecycle state: two queries, the second an aggregate over the sale's orders
-//! (through `orders_by_sku`).
+//! The live view of a sale: its shards (stock, fence, owner), its fence rejections and the units
+//! its cancelled and expired orders gave back. It reads no order: the view is public, so it must
+//! not be a way to run an aggregate over every order (the audit's, which is gated).
 
 use serde::Serialize;
 
@@ -19,11 +19,7 @@ pub struct LiveSale {
     pub remaining: i64,
     /// `total - remaining`: what the shards say was sold.
     pub sold: i64,
-    /// Units in reserved orders (bought, not paid yet).
-    pub reserved: i64,
-    /// Units in paid orders.
-    pub paid: i64,
-    /// Units of cancelled and expired orders, given back to the stock.
+    /// Units of cancelled and expired orders, given back to the stock (from `stock_returns`).
     pub returned: i64,
     /// Claims and writes refused by a fence since the sale was created or reset.
     pub fence_rejections: i64,
@@ -46,15 +42,8 @@ impl Db {
             )
             .await?;
         let Some(first) = rows.first() else { return Ok(None) };
-        let by_state = client
-            .query_one(
-                "SELECT COALESCE(SUM(quantity) FILTER (WHERE state = 'reserved'), 0)::bigint,
-                        COALESCE(SUM(quantity) FILTER (WHERE state = 'paid'), 0)::bigint,
-                        COALESCE(SUM(quantity) FILTER (WHERE state IN ('cancelled', 'expired')), 0)::bigint
-                   FROM orders WHERE sku = $1",
-                &[&sku.as_str()],
-            )
-            .await?;
+        let returned =
+            client.query_one("SELECT COALESCE(SUM(quantity), 0)::bigint FROM stock_returns WHERE sku = $1", &[&sku.as_str()]).await?;
         let shards: Vec<ShardRow> = rows.iter().map(|r| ShardRow::from_row(r, 3)).collect();
         let total = i64::from(first.get::<_, i32>(0));
         let remaining = shards.iter().map(|s| s.remaining).sum();
@@ -63,9 +52,7 @@ impl Db {
             total,
             remaining,
             sold: total - remaining,
-            reserved: by_state.get(0),
-            paid: by_state.get(1),
-            returned: by_state.get(2),
+            returned: returned.get(0),
             fence_rejections: first.get(1),
             strategy: first.get(2),
             shards,

@@ -31,14 +31,16 @@ struct Bought {
     secret: String,
 }
 
-/// Buys one unit as `user`, retrying `503`; `None` when sold out.
+/// Buys one unit as `user`, retrying `503` under the same idempotency key (a `503` may come after
+/// the commit: the retry is then answered the order); `None` when sold out.
 async fn buy(app: &TestApp, sku: &str, user: &str) -> Option<Bought> {
+    let key = format!("{user}-{:016x}", rand::random::<u64>());
     for _ in 0..200 {
-        let response = app.order(sku, user, 1, None).await;
+        let response = app.order(sku, user, 1, Some(&key)).await;
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         match status {
-            StatusCode::CREATED => {
+            StatusCode::CREATED | StatusCode::OK => {
                 assert_eq!(body["state"], "reserved", "{body}");
                 let secret = body["secret"].as_str().expect("a purchase answers its secret").to_owned();
                 return Some(Bought { id: body["order_id"].as_i64().unwrap(), user: user.to_owned(), secret });
