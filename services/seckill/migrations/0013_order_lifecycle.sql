@@ -89,10 +89,10 @@ $$;
 
 -- A buyer's transition of its order: p_to 'paid' (only while the window is open, on this
 -- database's clock) or 'cancelled'. A reserved order whose window has closed is expired here and
--- then, as the sweeper would. Answers the order's state afterwards and whether this call changed
--- it; no row when the order does not exist for that user.
+-- then, as the sweeper would. Answers the order afterwards and whether this call changed it
+-- (expiring it included); no row when the order does not exist for that user.
 CREATE FUNCTION seckill_settle(p_order bigint, p_user text, p_to text, p_checked boolean, p_direct boolean)
-RETURNS TABLE (sku text, state text, pay_by timestamptz, changed boolean)
+RETURNS TABLE (sku text, quantity integer, state text, pay_by timestamptz, changed boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_changed boolean := false;
@@ -103,7 +103,7 @@ BEGIN
       FROM orders o WHERE o.id = p_order AND o.user_id = p_user AND o.state = 'reserved' FOR UPDATE;
     IF FOUND THEN
         IF v_due THEN
-            PERFORM seckill_end_order(p_order, 'expired', true, p_direct);
+            v_changed := seckill_end_order(p_order, 'expired', true, p_direct);
         ELSIF p_to = 'paid' THEN
             UPDATE orders o SET state = 'paid', settled_at = clock_timestamp() WHERE o.id = p_order;
             v_changed := true;
@@ -111,7 +111,7 @@ BEGIN
             v_changed := seckill_end_order(p_order, p_to, p_checked, p_direct);
         END IF;
     END IF;
-    RETURN QUERY SELECT o.sku, o.state, o.pay_by, v_changed FROM orders o WHERE o.id = p_order AND o.user_id = p_user;
+    RETURN QUERY SELECT o.sku, o.quantity, o.state, o.pay_by, v_changed FROM orders o WHERE o.id = p_order AND o.user_id = p_user;
 END
 $$;
 

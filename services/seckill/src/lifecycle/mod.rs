@@ -80,18 +80,18 @@ impl Lifecycle {
 
     async fn settle(&self, proof: &OrderProof, to: Settlement, wanted: OrderState) -> Result<OrderStatus, InventoryError> {
         self.check(proof)?;
-        let Settled { sku, state, changed } =
+        let Settled { order, changed } =
             self.db.settle(proof.order, proof.user.as_str(), to, self.guards).await?.ok_or(Refusal::UnknownOrder)?;
-        if changed || state == OrderState::Expired {
-            metrics::counter!("seckill_orders_settled_total", "state" => state.as_str()).increment(1);
+        if changed {
+            metrics::counter!("seckill_orders_settled_total", "state" => order.state.as_str()).increment(1);
+            if matches!(order.state, OrderState::Cancelled | OrderState::Expired) {
+                self.announce_returns(&order.sku).await;
+            }
         }
-        if matches!(state, OrderState::Cancelled | OrderState::Expired) {
-            self.announce_returns(&sku).await;
+        if order.state != wanted {
+            return Err(Refusal::OrderClosed(order.state).into());
         }
-        if state != wanted {
-            return Err(Refusal::OrderClosed(state).into());
-        }
-        self.status(proof).await
+        Ok(order)
     }
 
     /// Expires up to `limit` orders past their window; answers how many.

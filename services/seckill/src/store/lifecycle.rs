@@ -45,16 +45,22 @@ pub struct OrderStatus {
 /// What a payment or cancellation came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
-    /// The order's sale.
-    pub sku: String,
-    /// The order's state afterwards.
-    pub state: OrderState,
-    /// Whether this call moved it (a repeat finds it there already).
+    /// The order afterwards.
+    pub order: OrderStatus,
+    /// Whether this call moved it, to the state asked for or, past its window, to expired (a
+    /// repeat finds it there already).
     pub changed: bool,
 }
 
 fn state_of(text: &str) -> Result<OrderState, StoreError> {
     text.parse().map_err(StoreError::Unexpected)
+}
+
+/// `order` from a row that starts `sku, quantity, state, pay_by`.
+fn order_status(order: i64, row: &tokio_postgres::Row) -> Result<OrderStatus, StoreError> {
+    let state = state_of(row.get(2))?;
+    let pay_by_ms = if state == OrderState::Reserved { millis(row.get(3)) } else { None };
+    Ok(OrderStatus { order_id: order, sku: row.get(0), quantity: row.get::<_, i32>(1) as u32, state, pay_by_ms })
 }
 
 fn millis(at: Option<SystemTime>) -> Option<i64> {
@@ -71,11 +77,11 @@ impl Db {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT sku, state, changed FROM seckill_settle($1, $2, $3, $4, $5)",
+                "SELECT sku, quantity, state, pay_by, changed FROM seckill_settle($1, $2, $3, $4, $5)",
                 &[&order, &user, &to, &guards.state_checked, &(guards.returns == ReturnPath::Direct)],
             )
             .await?;
-        row.map(|r| Ok(Settled { sku: r.get(0), state: state_of(r.get(1))?, changed: r.get(2) })).transpose()
+        row.map(|r| Ok(Settled { order: order_status(order, &r)?, changed: r.get(4) })).transpose()
     }
 
     /// `order` as `user` sees it; `None` if `user` has no such order.
