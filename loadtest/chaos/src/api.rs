@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{processes::seckill::ADMIN_TOKEN, settings::SaleSettings};
+use crate::{processes::seckill::ADMIN_TOKEN, settings::SaleSettings, settlement::SettleAction};
 
 /// What came back from one request.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,12 +70,35 @@ impl Api {
         send(request).await
     }
 
+    /// `POST /v1/orders/{id}/pay` or `.../cancel`, with the buyer's proof of the order.
+    pub async fn settle(
+        &self,
+        order_id: i64,
+        user: &str,
+        secret: &str,
+        action: SettleAction,
+    ) -> Reply {
+        let request = self
+            .http
+            .post(format!(
+                "{}/v1/orders/{order_id}/{}",
+                self.base,
+                action.path()
+            ))
+            .header("X-User-Id", user)
+            .header("X-Order-Secret", secret);
+        send(request).await
+    }
+
     /// `PUT /v1/sales/{sku}` (admin): creates or resets the sale.
     pub async fn put_sale(&self, sku: &str, sale: &SaleSettings, strategy: &str) -> Result<()> {
-        let body = json!({
+        let mut body = json!({
             "total": sale.total, "shards": sale.shards, "per_user_limit": sale.per_user_limit,
             "max_per_order": sale.max_per_order, "strategy": strategy,
         });
+        if let Some(window) = sale.payment_window_ms {
+            body["payment_window_ms"] = window.into();
+        }
         let request = self
             .http
             .put(format!("{}/v1/sales/{sku}", self.base))

@@ -17,7 +17,10 @@ use std::{
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::{Reply, TransportError};
+use crate::{
+    api::{Reply, TransportError},
+    settlement::{SettleAction, SettleOp, SettleOutcome},
+};
 
 /// Milliseconds since a scenario started.
 #[derive(Debug, Clone, Copy)]
@@ -175,11 +178,14 @@ pub struct Op {
     pub outcome: Option<Outcome>,
 }
 
-/// The operations of one scenario, shared by the load's workers.
+/// The operations of one scenario, shared by the load's workers: orders and replays, and the
+/// payments and cancellations of the lifecycle rows (kept apart, so that every check of the
+/// orders reads them as before).
 #[derive(Debug, Clone)]
 pub struct History {
     clock: Clock,
     ops: Arc<Mutex<Vec<Op>>>,
+    settles: Arc<Mutex<Vec<SettleOp>>>,
 }
 
 /// What a worker wants to invoke.
@@ -205,6 +211,7 @@ impl History {
         Self {
             clock,
             ops: Arc::default(),
+            settles: Arc::default(),
         }
     }
 
@@ -238,6 +245,33 @@ impl History {
     /// A copy of every operation so far.
     pub fn snapshot(&self) -> Vec<Op> {
         self.ops.lock().unwrap().clone()
+    }
+
+    /// Records a payment or cancellation of `order_id` sent to `instance`; returns its id.
+    pub fn invoke_settle(&self, order_id: i64, action: SettleAction, instance: usize) -> usize {
+        let mut settles = self.settles.lock().unwrap();
+        settles.push(SettleOp {
+            order_id,
+            action,
+            instance,
+            invoked_ms: self.clock.now_ms(),
+            completed_ms: None,
+            outcome: None,
+        });
+        settles.len() - 1
+    }
+
+    /// Records the completion of settlement `id`.
+    pub fn complete_settle(&self, id: usize, outcome: SettleOutcome) {
+        let now = self.clock.now_ms();
+        let mut settles = self.settles.lock().unwrap();
+        settles[id].completed_ms = Some(now);
+        settles[id].outcome = Some(outcome);
+    }
+
+    /// A copy of every payment and cancellation so far.
+    pub fn settles(&self) -> Vec<SettleOp> {
+        self.settles.lock().unwrap().clone()
     }
 
     /// Number of operations invoked so far.

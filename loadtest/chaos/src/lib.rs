@@ -16,6 +16,7 @@
 //! | [`api`] | the HTTP client of one seckill instance |
 //! | [`history`] | the recorded operations and how a response classifies |
 //! | [`load`] | the bounded load: workers pinned to instances, recording the history |
+//! | [`settlement`] | the lifecycle rows' payments and cancellations, and how their answers classify |
 //! | [`lock_backend`] | where the shard locks live: Redis, ZooKeeper, etcd or PostgreSQL |
 //! | [`checker`] | resolving indeterminate operations, then checking history against PostgreSQL |
 //! | [`report`] | per-scenario results, `chaos-*.json` and `chaos-*.md` |
@@ -37,6 +38,7 @@ pub mod processes;
 pub mod report;
 pub mod scenarios;
 pub mod settings;
+pub mod settlement;
 pub mod suite;
 
 /// Prints one progress line to stderr, prefixed with `[chaos +SECONDS]` since the first line.

@@ -1,7 +1,8 @@
 //! The bounded load: client tasks, each pinned to one instance (so a paused instance stalls only
 //! its own clients while the others keep taking over its shards), issuing orders under fresh
-//! idempotency keys and now and then replaying an acknowledged one. Every operation goes into the
-//! [`History`]. The load ends when stopped or when its request budget is spent.
+//! idempotency keys and now and then replaying an acknowledged one. In the lifecycle rows, a
+//! buyer then pays or cancels some of its new orders beside the load. Every operation goes into
+//! the [`History`]. The load ends when stopped or when its request budget is spent.
 
 use std::{
     sync::{
@@ -12,11 +13,17 @@ use std::{
 };
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use tokio::{sync::watch, task::JoinHandle};
+use serde_json::Value;
+use tokio::{
+    sync::{Semaphore, watch},
+    task::JoinHandle,
+};
 
 use crate::{
-    api::Api,
+    api::{Api, Reply},
     history::{History, Invocation, OpKind, Outcome},
+    settings::Settling,
+    settlement::{SettleAction, SettleOutcome},
 };
 
 /// The shape of the load.
@@ -34,6 +41,9 @@ pub struct LoadSpec {
     pub replay_fraction: f64,
     /// Idempotency keys are `PREFIX-wWORKER-SEQ` (distinct per load on one sale).
     pub key_prefix: String,
+    /// The lifecycle rows: what buyers do with their reserved orders (`None`: nothing, they stay
+    /// reserved for the service's default window).
+    pub settling: Option<Settling>,
 }
 
 /// A running load.
@@ -41,6 +51,7 @@ pub struct LoadSpec {
 pub struct Load {
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
+    settler: Option<Arc<Settler>>,
 }
 
 /// An order a worker saw acknowledged, kept for replays.
@@ -68,6 +79,14 @@ impl Load {
         let (stop, stopped) = watch::channel(false);
         let sent = Arc::new(AtomicU64::new(0));
         let apis = Arc::new(apis);
+        let settler = spec.settling.clone().map(|settling| {
+            Arc::new(Settler {
+                permits: Arc::new(Semaphore::new(settling.in_flight)),
+                settling,
+                apis: apis.clone(),
+                history: history.clone(),
+            })
+        });
         let workers = (0..spec.workers)
             .map(|worker| {
                 let ctx = Worker {
@@ -79,11 +98,16 @@ impl Load {
                     history: history.clone(),
                     sent: sent.clone(),
                     stopped: stopped.clone(),
+                    settler: settler.clone(),
                 };
                 tokio::spawn(ctx.run())
             })
             .collect();
-        Self { stop, workers }
+        Self {
+            stop,
+            workers,
+            settler,
+        }
     }
 
     /// Whether every worker has finished (budget spent).
@@ -98,6 +122,67 @@ impl Load {
         for worker in self.workers {
             let _ = worker.await;
         }
+        if let Some(settler) = self.settler {
+            settler.wait().await;
+        }
+    }
+}
+
+/// Pays or cancels acknowledged orders beside the load, each in its own task.
+#[derive(Debug)]
+struct Settler {
+    settling: Settling,
+    apis: Arc<Vec<Api>>,
+    history: History,
+    /// One per call in flight, so that at most `settling.in_flight` run at once.
+    permits: Arc<Semaphore>,
+}
+
+impl Settler {
+    /// Draws what the buyer of a new order does, and starts the call unless the order is left to
+    /// expire (or too many calls are in flight already).
+    fn consider(&self, rng: &mut StdRng, reply: &Reply, user: &str) {
+        let Reply::Http { status: 201, body } = reply else {
+            return;
+        };
+        let (Some(order_id), Some(secret)) = (
+            body.get("order_id").and_then(Value::as_i64),
+            body.get("secret").and_then(Value::as_str),
+        ) else {
+            return;
+        };
+        let draw: f64 = rng.random();
+        let action = if draw < self.settling.pay {
+            SettleAction::Pay
+        } else if draw < self.settling.pay + self.settling.cancel {
+            SettleAction::Cancel
+        } else {
+            return;
+        };
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            return;
+        };
+        let think = rng.random_range(Duration::ZERO..=self.settling.think);
+        let instance = rng.random_range(0..self.apis.len());
+        let (apis, history) = (self.apis.clone(), self.history.clone());
+        let (user, secret) = (user.to_owned(), secret.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(think).await;
+            let id = history.invoke_settle(order_id, action, instance);
+            let reply = apis[instance]
+                .settle(order_id, &user, &secret, action)
+                .await;
+            history.complete_settle(id, SettleOutcome::classify(&reply));
+            drop(permit);
+        });
+    }
+
+    /// Waits for every call in flight (each bounded by its think time and the client timeout).
+    async fn wait(&self) {
+        let _ = self
+            .permits
+            .acquire_many(self.settling.in_flight as u32)
+            .await;
     }
 }
 
@@ -110,6 +195,7 @@ struct Worker {
     history: History,
     sent: Arc<AtomicU64>,
     stopped: watch::Receiver<bool>,
+    settler: Option<Arc<Settler>>,
 }
 
 impl Worker {
@@ -145,10 +231,13 @@ impl Worker {
                 user: order.user.clone(),
                 quantity: order.quantity,
             });
-            let outcome = Outcome::classify(
-                &api.order(&self.sku, &order.user, order.quantity, &order.key)
-                    .await,
-            );
+            let reply = api
+                .order(&self.sku, &order.user, order.quantity, &order.key)
+                .await;
+            let outcome = Outcome::classify(&reply);
+            if let (Some(settler), OpKind::Order) = (&self.settler, kind) {
+                settler.consider(&mut rng, &reply, &order.user);
+            }
             match &outcome {
                 // The instance or a dependency is down or busy: back off like a polite client.
                 Outcome::Fail {

@@ -37,6 +37,8 @@ pub struct ServiceSettings {
     pub db_pool: u32,
     /// `SECKILL_WORKERS`.
     pub workers: u32,
+    /// `SECKILL_ORDERS__SWEEP_INTERVAL_MS`: how often each instance expires overdue orders.
+    pub sweep_interval_ms: u64,
 }
 
 /// The sale every load-driven scenario sells from.
@@ -52,6 +54,29 @@ pub struct SaleSettings {
     pub max_per_order: u32,
     /// Distinct users the load draws from.
     pub users: u32,
+    /// The payment window of its orders (`None`: the service's default, 10 minutes, so nothing
+    /// expires during a run).
+    pub payment_window_ms: Option<u64>,
+}
+
+/// The lifecycle rows' sales and what their buyers do with a reserved order: the window is
+/// shorter than a run, so expiries and returns happen under the faults; each acknowledged new
+/// order is paid with probability `pay`, cancelled with probability `cancel`, and otherwise left
+/// to expire. The call goes to either instance after a think time, beside the load (it does not
+/// hold up the worker's next order).
+#[derive(Debug, Clone, Serialize)]
+pub struct Settling {
+    /// The sale's payment window.
+    pub payment_window_ms: u64,
+    /// Share of orders paid.
+    pub pay: f64,
+    /// Share of orders cancelled.
+    pub cancel: f64,
+    /// Most think time before the call.
+    #[serde(with = "ms")]
+    pub think: Duration,
+    /// Most payments and cancellations in flight at once; an order beyond them is left to expire.
+    pub in_flight: usize,
 }
 
 /// The load and fault budget of one mode.
@@ -66,6 +91,8 @@ pub struct Budget {
     /// The control scenario's sale: small enough to sell out within the drain, large enough not
     /// to sell out before the first pause (the service sells a few thousand units a second).
     pub control_sale: SaleSettings,
+    /// What the buyers of the lifecycle rows' sales do with their orders.
+    pub settling: Settling,
     /// The sale of the `redis-gate` rows: large enough not to sell out before
     /// the faults, small enough to sell out within the drain afterwards.
     pub gate_sale: SaleSettings,
@@ -115,6 +142,14 @@ impl Budget {
             request_deadline_ms: 1500,
             db_pool: 16,
             workers: 2,
+            sweep_interval_ms: 100,
+        };
+        let settling = Settling {
+            pay: 0.4,
+            cancel: 0.25,
+            payment_window_ms: 1500,
+            think: Duration::from_millis(1000),
+            in_flight: 256,
         };
         let main_sale = sale(100_000);
         match mode {
@@ -123,6 +158,7 @@ impl Budget {
                 service,
                 sale: main_sale.clone(),
                 control_sale: sale(40_000),
+                settling: settling.clone(),
                 gate_sale: sale(30_000),
                 workers: 32,
                 max_requests: 200_000,
@@ -146,6 +182,7 @@ impl Budget {
                 service,
                 sale: main_sale,
                 control_sale: sale(20_000),
+                settling,
                 gate_sale: sale(10_000),
                 workers: 24,
                 max_requests: 40_000,
@@ -180,6 +217,7 @@ fn sale(total: u32) -> SaleSettings {
         per_user_limit: 4,
         max_per_order: 2,
         users: 50_000,
+        payment_window_ms: None,
     }
 }
 

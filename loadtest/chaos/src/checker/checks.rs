@@ -244,20 +244,22 @@ pub(super) struct Stock {
     pub(super) oversold: i64,
     /// Units in the acknowledged orders.
     pub(super) acknowledged_units: i64,
-    /// `max(0, acknowledged_units - total)`: units promised beyond the stock.
+    /// `max(0, acknowledged_units - returned - total)`: units promised beyond the stock.
     pub(super) acknowledged_oversold: i64,
 }
 
-/// Units sold against the total, in PostgreSQL and as acknowledged to the clients.
+/// Units sold against the total, in PostgreSQL and as acknowledged to the clients (less the
+/// units of cancelled and expired orders, which came back and may be sold again).
 pub(super) fn stock(snapshot: &Snapshot, acknowledged_units: i64) -> Stock {
     let (total, sold) = (snapshot.total, snapshot.sold());
+    let returned: i64 = snapshot.orders.iter().map(|o| o.quantity - o.held()).sum();
     Stock {
         total,
         sold,
         remaining: snapshot.shards.iter().map(|s| s.remaining).sum(),
         oversold: (sold - total).max(0),
         acknowledged_units,
-        acknowledged_oversold: (acknowledged_units - total).max(0),
+        acknowledged_oversold: (acknowledged_units - returned - total).max(0),
     }
 }
 
@@ -275,13 +277,20 @@ pub(super) struct ShardStock {
 }
 
 /// Checks that no shard is negative and that each one's `remaining` plus the units of its
-/// `order_parts` equals its `initial` (a unit sold twice breaks this long before the sale sells
-/// out).
+/// `order_parts`, less the returned units folded back into it, equals its `initial` (a unit sold
+/// twice breaks this long before the sale sells out, and so does a return lost or folded twice).
 pub(super) fn shard_consistency(snapshot: &Snapshot) -> ShardStock {
     let mut s = ShardStock::default();
     let mut sold_by_shard: HashMap<i32, i64> = HashMap::new();
     for part in &snapshot.parts {
         *sold_by_shard.entry(part.shard).or_default() += part.quantity;
+    }
+    for folded in snapshot
+        .returns
+        .iter()
+        .filter(|r| r.applied_fence.is_some())
+    {
+        *sold_by_shard.entry(folded.shard).or_default() -= folded.quantity;
     }
     for shard in &snapshot.shards {
         let sold = sold_by_shard.get(&shard.shard).copied().unwrap_or(0);
@@ -292,7 +301,7 @@ pub(super) fn shard_consistency(snapshot: &Snapshot) -> ShardStock {
             s.inconsistent_shards += 1;
             s.phantom_stock += (shard.remaining + sold - shard.initial).max(0);
             s.examples.push(format!(
-                "shard {}: remaining {} + sold {} = {} != initial {}",
+                "shard {}: remaining {} + sold less folded returns {} = {} != initial {}",
                 shard.shard,
                 shard.remaining,
                 sold,
@@ -333,12 +342,13 @@ pub(super) struct Purchases {
     pub(super) over_limit: usize,
 }
 
-/// Checks that `user_purchases` matches the orders and nobody is above the per-user limit.
+/// Checks that `user_purchases` matches the orders that hold their units (an ended order gave
+/// its buyer's count back) and nobody is above the per-user limit.
 pub(super) fn purchases_per_user(snapshot: &Snapshot) -> Purchases {
     let mut p = Purchases::default();
     let mut bought: HashMap<&str, i64> = HashMap::new();
     for order in &snapshot.orders {
-        *bought.entry(&order.user).or_default() += order.quantity;
+        *bought.entry(&order.user).or_default() += order.held();
     }
     let purchases: HashMap<&str, i64> = snapshot
         .purchases
@@ -535,6 +545,7 @@ pub(super) fn late_writes(
 #[cfg(test)]
 mod tests {
     use super::{super::fixtures::*, *};
+    use crate::checker::{OrderState, ReturnRow};
 
     fn info(status: Option<u16>, reason: &str) -> Outcome {
         Outcome::Info {
@@ -678,7 +689,7 @@ mod tests {
             key: Some("never-sent".into()),
             user: "u9".into(),
             quantity: 1,
-            gate_ref: None,
+            ..orders[0].clone()
         });
         orders.push(OrderRow {
             key: None,
@@ -752,10 +763,30 @@ mod tests {
         assert_eq!(
             s.examples,
             [
-                "shard 0: remaining 4 + sold 2 = 6 != initial 5",
-                "shard 1: remaining -1 + sold 0 = -1 != initial 5"
+                "shard 0: remaining 4 + sold less folded returns 2 = 6 != initial 5",
+                "shard 1: remaining -1 + sold less folded returns 0 = -1 != initial 5"
             ]
         );
+    }
+
+    #[test]
+    fn a_return_folded_once_balances_its_shard_and_one_lost_or_folded_twice_does_not() {
+        let (_, mut snapshot) = consistent_sale();
+        // Order 1 was cancelled and its unit folded back into shard 0 by its owner.
+        snapshot.orders[0].state = OrderState::Cancelled;
+        snapshot.returns.push(ReturnRow {
+            order_id: 1,
+            shard: 0,
+            quantity: 1,
+            applied_fence: Some(2),
+        });
+        snapshot.shards[0].remaining = 4;
+        assert_eq!(shard_consistency(&snapshot), ShardStock::default());
+
+        snapshot.shards[0].remaining = 3; // the owner's absolute write lost it
+        assert_eq!(shard_consistency(&snapshot).inconsistent_shards, 1);
+        snapshot.shards[0].remaining = 5; // folded twice
+        assert_eq!(shard_consistency(&snapshot).phantom_stock, 1);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A small consistent sale and its history, which the checker's tests break one way at a time.
 
-use super::{ClaimRow, OrderRow, PartRow, ShardRow, Snapshot};
+use super::{ClaimRow, OrderRow, OrderState, PartRow, ShardRow, Snapshot};
 use crate::history::{Invocation, Op, OpKind, OrderAck, Outcome};
 
 /// An operation `id` by user `u{id}` of one unit, completed with `outcome`.
@@ -86,6 +86,9 @@ pub(super) fn consistent_sale() -> (Vec<Op>, Snapshot) {
                 user: "u0".into(),
                 quantity: 1,
                 gate_ref: None,
+                state: OrderState::Paid,
+                pay_by_us: None,
+                settled_us: None,
             },
             OrderRow {
                 id: 2,
@@ -93,6 +96,9 @@ pub(super) fn consistent_sale() -> (Vec<Op>, Snapshot) {
                 user: "u1".into(),
                 quantity: 1,
                 gate_ref: None,
+                state: OrderState::Paid,
+                pay_by_us: None,
+                settled_us: None,
             },
         ],
         parts: vec![
@@ -127,6 +133,7 @@ pub(super) fn consistent_sale() -> (Vec<Op>, Snapshot) {
         ],
         refusals: Vec::new(),
         purchases: vec![("u0".into(), 1), ("u1".into(), 1)],
+        returns: Vec::new(),
     };
     (ops, snapshot)
 }

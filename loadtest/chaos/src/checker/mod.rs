@@ -28,12 +28,14 @@
 //! | `resolve.rs` | [`resolve`]: re-sending the unknown operations through an instance |
 //! | `snapshot.rs` | [`Snapshot`] and its rows: the sale as PostgreSQL has it |
 //! | `checks.rs` | the checks, each a pure function with its own counts and examples |
+//! | `settlements.rs` | the lifecycle's checks: payments and cancellations kept, returns exactly once |
 //! | `mod.rs` | [`Findings`] and [`check`], which composes the checks into them |
 
 mod checks;
 #[cfg(test)]
 mod fixtures;
 mod resolve;
+mod settlements;
 mod snapshot;
 
 use std::collections::BTreeMap;
@@ -41,9 +43,15 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use resolve::{Resolution, Resolved, resolve};
-pub use snapshot::{ClaimRow, OrderRow, PartRow, RefusalRow, ShardRow, Snapshot};
+pub use settlements::Settlements;
+pub use snapshot::{
+    ClaimRow, OrderRow, OrderState, PartRow, RefusalRow, ReturnRow, ShardRow, Snapshot,
+};
 
-use crate::history::{Op, Outcome};
+use crate::{
+    history::{Op, Outcome},
+    settlement::SettleOp,
+};
 
 /// Examples of what went wrong kept in the findings (the first ones, in the order of the checks).
 const MAX_EXAMPLES: usize = 12;
@@ -131,6 +139,9 @@ pub struct Findings {
     pub refused_within_lease: usize,
     /// `seckill_fence_rejections(sku)`: claims, writes and batches refused by fences.
     pub stale_rejected: i64,
+    /// The lifecycle: payments and cancellations against the orders' final states, and the
+    /// returns of the ended orders.
+    pub lifecycle: Settlements,
     /// A few examples of what went wrong, for the report.
     pub examples: Vec<String>,
 }
@@ -153,9 +164,16 @@ pub fn label(outcome: &Outcome) -> String {
     }
 }
 
-/// Checks the history (`ops`, with `resolutions`) against PostgreSQL's `snapshot`. `fenced`:
-/// the sale's writes carry fences, so their successions per shard are counted.
-pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: bool) -> Findings {
+/// Checks the history (`ops`, with `resolutions`, and the payments and cancellations in
+/// `settles`) against PostgreSQL's `snapshot`. `fenced`: the sale's writes carry fences, so their
+/// successions per shard are counted.
+pub fn check(
+    ops: &[Op],
+    resolutions: &[Resolved],
+    settles: &[SettleOp],
+    snapshot: &Snapshot,
+    fenced: bool,
+) -> Findings {
     let statuses = checks::status_counts(ops, resolutions);
     let told = checks::acknowledgements(ops, resolutions);
     let replays = checks::replay_mismatches(ops, &told.acked);
@@ -171,6 +189,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
     };
     let takeovers = checks::writes_after_takeover(&snapshot.parts, &snapshot.claims);
     let late = checks::late_writes(&snapshot.parts, &snapshot.refusals, &snapshot.claims);
+    let lifecycle = settlements::settlements(settles, snapshot);
     let examples = [
         told.examples,
         replays.examples,
@@ -180,6 +199,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         fences.examples,
         takeovers.examples,
         late.examples,
+        lifecycle.examples.clone(),
     ]
     .into_iter()
     .flatten()
@@ -202,7 +222,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         resolved_not_happened: told.resolved_not_happened,
         resolved_placed_now: told.resolved_placed_now,
         unresolved: told.unresolved,
-        server_errors: statuses.server_errors,
+        server_errors: statuses.server_errors + lifecycle.server_errors,
         service_unavailable: statuses.service_unavailable,
         total: stock.total,
         sold: stock.sold,
@@ -223,6 +243,7 @@ pub fn check(ops: &[Op], resolutions: &[Resolved], snapshot: &Snapshot, fenced: 
         late_writes_over_a_newer_owner: late.over_a_newer_owner,
         refused_within_lease: late.refused_within_lease,
         stale_rejected: snapshot.fence_rejections,
+        lifecycle,
         examples,
     }
 }
@@ -235,7 +256,7 @@ mod tests {
     #[test]
     fn a_consistent_history_passes_every_check() {
         let (ops, snapshot) = consistent_sale();
-        let f = check(&ops, &[], &snapshot, true);
+        let f = check(&ops, &[], &[], &snapshot, true);
         assert_eq!(
             (f.acknowledged, f.lost, f.duplicates, f.phantoms, f.oversold),
             (2, 0, 0, 0, 0)
@@ -278,7 +299,7 @@ mod tests {
             attempts: 8,
             server_errors: 0,
         }];
-        let f = check(&ops, &resolved, &snapshot, true);
+        let f = check(&ops, &resolved, &[], &snapshot, true);
         assert_eq!(f.lost, 1);
         assert_eq!(f.phantoms, 1);
         assert_eq!(f.inconsistent_shards, 1);
@@ -313,6 +334,9 @@ mod tests {
             user: "u4".into(),
             quantity: 1,
             gate_ref: None,
+            state: OrderState::Paid,
+            pay_by_us: None,
+            settled_us: None,
         });
         snapshot.parts.push(PartRow {
             order_id: 3,
@@ -344,7 +368,7 @@ mod tests {
                 server_errors: 0,
             },
         ];
-        let f = check(&ops, &resolved, &snapshot, true);
+        let f = check(&ops, &resolved, &[], &snapshot, true);
         assert_eq!(
             (
                 f.acknowledged,
@@ -363,7 +387,7 @@ mod tests {
         let (ops, mut snapshot) = consistent_sale();
         snapshot.total = 1;
         snapshot.per_user_limit = 0;
-        let f = check(&ops, &[], &snapshot, false);
+        let f = check(&ops, &[], &[], &snapshot, false);
         assert_eq!(f.oversold, 1);
         assert_eq!(f.users_over_limit, 2);
     }

@@ -1,5 +1,6 @@
 //! The sale as PostgreSQL has it, read in one repeatable-read transaction: [`Snapshot`] and its
-//! rows ([`ShardRow`], [`OrderRow`], [`PartRow`], [`ClaimRow`]). What is checked against it lives in `checks`.
+//! rows ([`ShardRow`], [`OrderRow`] with its [`OrderState`], [`PartRow`], [`ClaimRow`],
+//! [`ReturnRow`]). What is checked against it lives in `checks`.
 
 use anyhow::Result;
 
@@ -16,6 +17,48 @@ pub struct ShardRow {
     pub fence: i64,
 }
 
+/// Where an order is in its lifecycle (`orders.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderState {
+    /// Bought, not paid yet: holds its units.
+    Reserved,
+    /// Paid (final), or bought in a sale whose orders are final when bought.
+    Paid,
+    /// Cancelled by its buyer: its units came back.
+    Cancelled,
+    /// Its payment window closed: its units came back.
+    Expired,
+}
+
+impl OrderState {
+    /// Parses `orders.state`.
+    pub fn parse(state: &str) -> Result<Self> {
+        Ok(match state {
+            "reserved" => Self::Reserved,
+            "paid" => Self::Paid,
+            "cancelled" => Self::Cancelled,
+            "expired" => Self::Expired,
+            other => anyhow::bail!("unknown order state {other:?}"),
+        })
+    }
+
+    /// `orders.state` as stored and answered.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reserved => "reserved",
+            Self::Paid => "paid",
+            Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// Whether the order still holds its units (it did not end by returning them).
+    pub fn holds_stock(self) -> bool {
+        matches!(self, Self::Reserved | Self::Paid)
+    }
+}
+
 /// One order row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderRow {
@@ -29,6 +72,36 @@ pub struct OrderRow {
     pub quantity: i64,
     /// `redis-gate` orders: the reference the client was given as its order id.
     pub gate_ref: Option<i64>,
+    /// Where it is in its lifecycle.
+    pub state: OrderState,
+    /// While it could be paid: when its window closed (µs since the epoch, PostgreSQL's clock).
+    pub pay_by_us: Option<i64>,
+    /// When it was paid, cancelled or expired (µs, PostgreSQL's clock).
+    pub settled_us: Option<i64>,
+}
+
+impl OrderRow {
+    /// Units it holds: its quantity, or none once it ended and returned them.
+    pub fn held(&self) -> i64 {
+        if self.state.holds_stock() {
+            self.quantity
+        } else {
+            0
+        }
+    }
+}
+
+/// One `stock_returns` row: an order part of a cancelled or expired order giving its units back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReturnRow {
+    /// The order.
+    pub order_id: i64,
+    /// The shard the units go back to.
+    pub shard: i32,
+    /// Units.
+    pub quantity: i64,
+    /// The fence of the owner whose claim or batch folded it into the stock (`None`: pending).
+    pub applied_fence: Option<i64>,
 }
 
 impl OrderRow {
@@ -101,6 +174,8 @@ pub struct Snapshot {
     pub refusals: Vec<RefusalRow>,
     /// `user_purchases`: units bought per user.
     pub purchases: Vec<(String, i64)>,
+    /// Returns of cancelled and expired orders.
+    pub returns: Vec<ReturnRow>,
 }
 
 impl Snapshot {
@@ -120,11 +195,27 @@ impl Snapshot {
             .map(|r| ShardRow { shard: r.get(0), initial: r.get(1), remaining: r.get(2), fence: r.get(3) })
             .collect();
         let orders = tx
-            .query("SELECT id, idempotency_key, user_id, quantity::bigint, gate_ref FROM orders WHERE sku = $1 ORDER BY id", &[&sku])
+            .query(
+                "SELECT id, idempotency_key, user_id, quantity::bigint, gate_ref, state,
+                        (extract(epoch FROM pay_by) * 1e6)::bigint, (extract(epoch FROM settled_at) * 1e6)::bigint
+                   FROM orders WHERE sku = $1 ORDER BY id",
+                &[&sku],
+            )
             .await?
             .iter()
-            .map(|r| OrderRow { id: r.get(0), key: r.get(1), user: r.get(2), quantity: r.get(3), gate_ref: r.get(4) })
-            .collect();
+            .map(|r| {
+                Ok(OrderRow {
+                    id: r.get(0),
+                    key: r.get(1),
+                    user: r.get(2),
+                    quantity: r.get(3),
+                    gate_ref: r.get(4),
+                    state: OrderState::parse(r.get(5))?,
+                    pay_by_us: r.get(6),
+                    settled_us: r.get(7),
+                })
+            })
+            .collect::<Result<_>>()?;
         let parts = tx
             .query(
                 "SELECT p.order_id, p.shard, p.quantity::bigint, p.fence, (extract(epoch FROM o.written_at) * 1e6)::bigint,
@@ -173,6 +264,15 @@ impl Snapshot {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
+        let returns = tx
+            .query(
+                "SELECT order_id, shard, quantity::bigint, applied_fence FROM stock_returns WHERE sku = $1 ORDER BY order_id, shard",
+                &[&sku],
+            )
+            .await?
+            .iter()
+            .map(|r| ReturnRow { order_id: r.get(0), shard: r.get(1), quantity: r.get(2), applied_fence: r.get(3) })
+            .collect();
         tx.commit().await?;
         Ok(Self {
             total: sale.get(0),
@@ -184,11 +284,12 @@ impl Snapshot {
             claims,
             refusals,
             purchases,
+            returns,
         })
     }
 
-    /// Units in orders.
+    /// Units in orders that hold them (cancelled and expired orders gave theirs back).
     pub fn sold(&self) -> i64 {
-        self.orders.iter().map(|o| o.quantity).sum()
+        self.orders.iter().map(OrderRow::held).sum()
     }
 }

@@ -119,6 +119,7 @@ async fn execute(
         max_per_order: sale.max_per_order,
         replay_fraction: budget.replay_fraction,
         key_prefix: sku.clone(),
+        settling: sale.payment_window_ms.map(|_| budget.settling.clone()),
     };
     let load = Load::start(apis.clone(), &sku, spec.clone(), history.clone());
     tokio::time::sleep(budget.warmup).await;
@@ -175,12 +176,19 @@ async fn execute(
     let resolutions = checker::resolve(&ops, &apis[0], &sku).await;
     let mut db = env.db().await?;
     let snapshot = Snapshot::load(&mut db, &sku).await?;
-    let findings = checker::check(&ops, &resolutions, &snapshot, plan.strategy() == FENCED);
+    let settles = history.settles();
+    let findings = checker::check(
+        &ops,
+        &resolutions,
+        &settles,
+        &snapshot,
+        plan.strategy() == FENCED,
+    );
     let history_file = env
         .work_dir()
         .join("history")
         .join(format!("{label}.jsonl"));
-    write_history(&history_file, &ops, &resolutions)?;
+    write_history(&history_file, &ops, &settles, &resolutions)?;
     report.figure("history_file", shown_path(&history_file));
 
     let outcome = RunOutcome {

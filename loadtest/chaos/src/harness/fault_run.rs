@@ -21,13 +21,14 @@ use crate::{
 pub struct Probe {
     /// `seckill_fence_rejections(sku)`: claims, writes and batches refused by fences.
     pub fence_rejections: i64,
-    /// Shards whose remaining stock plus units sold from them differs from their initial stock.
+    /// Shards whose remaining stock plus units sold from them, less the returns folded back into
+    /// them, differs from their initial stock.
     pub inconsistent_shards: i64,
     /// Units sold beyond the total.
     pub oversold: i64,
     /// Units left over all shards (negative ones count as 0).
     pub remaining: i64,
-    /// Units in orders.
+    /// Units in orders that hold them (not cancelled or expired).
     pub sold: i64,
     /// `lockkit_leases_lost_total` per instance (0 for an instance that cannot answer now).
     pub leases_lost: Vec<f64>,
@@ -372,9 +373,14 @@ impl FaultRun<'_> {
 
 const PROBE_SQL: &str = "
     SELECT seckill_fence_rejections(sa.sku),
-           (SELECT COUNT(*) FROM shards s WHERE s.sku = $1 AND s.remaining + COALESCE(
-                (SELECT SUM(p.quantity) FROM order_parts p WHERE p.sku = $1 AND p.shard = s.shard), 0) <> s.initial),
-           GREATEST((SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE sku = $1) - sa.total, 0)::bigint,
+           (SELECT COUNT(*) FROM shards s WHERE s.sku = $1 AND s.remaining
+                + COALESCE((SELECT SUM(p.quantity) FROM order_parts p WHERE p.sku = $1 AND p.shard = s.shard), 0)
+                - COALESCE((SELECT SUM(r.quantity) FROM stock_returns r
+                             WHERE r.sku = $1 AND r.shard = s.shard AND r.applied_fence IS NOT NULL), 0) <> s.initial),
+           GREATEST(held.units - sa.total, 0)::bigint,
            (SELECT COALESCE(SUM(GREATEST(remaining, 0)), 0) FROM shards WHERE sku = $1)::bigint,
-           (SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE sku = $1)::bigint
-      FROM sales sa WHERE sa.sku = $1";
+           held.units::bigint
+      FROM sales sa,
+           (SELECT COALESCE(SUM(quantity), 0) AS units FROM orders
+             WHERE sku = $1 AND state IN ('reserved', 'paid')) held
+     WHERE sa.sku = $1";

@@ -2,13 +2,15 @@
 
 use anyhow::{Context, Result};
 
-use crate::{checker, history::Op};
+use crate::{checker, history::Op, settlement::SettleOp};
 
 /// Writes the history as JSON lines: every operation (`invoked_ms`, `completed_ms`, `outcome`,
-/// `key`, ...), then every resolution of an unknown one (`{"resolution": ...}`).
+/// `key`, ...), then every payment and cancellation (`{"settle": ...}`), then every resolution of
+/// an unknown one (`{"resolution": ...}`).
 pub(super) fn write_history(
     path: &std::path::Path,
     ops: &[Op],
+    settles: &[SettleOp],
     resolutions: &[checker::Resolved],
 ) -> Result<()> {
     use std::io::Write as _;
@@ -20,6 +22,10 @@ pub(super) fn write_history(
     );
     for op in ops {
         serde_json::to_writer(&mut out, op)?;
+        out.write_all(b"\n")?;
+    }
+    for settle in settles {
+        serde_json::to_writer(&mut out, &serde_json::json!({ "settle": settle }))?;
         out.write_all(b"\n")?;
     }
     for resolved in resolutions {

@@ -135,6 +135,25 @@ pub(super) fn shared_checks(
                 .join(", "),
         ),
     ];
+    let lifecycle = &f.lifecycle;
+    if lifecycle.sent > 0 {
+        checks.push(Check::new(
+            "settlements_kept",
+            lifecycle.not_kept == 0 && lifecycle.refused_but_done == 0 && lifecycle.rejected == 0,
+            format!(
+                "{} payments and cancellations: {} answered done but ended otherwise, {} refused but done, {} refused with another status",
+                lifecycle.sent, lifecycle.not_kept, lifecycle.refused_but_done, lifecycle.rejected
+            ),
+        ));
+        checks.push(Check::new(
+            "returns_exactly_once",
+            lifecycle.returns_mismatched == 0 && lifecycle.expired_early == 0,
+            format!(
+                "{} orders whose returns do not match how they ended, {} expired before their window closed (whether the returns reached the stock once: shards_consistent)",
+                lifecycle.returns_mismatched, lifecycle.expired_early
+            ),
+        ));
+    }
     let unrecovered: Vec<&str> = outcome
         .faults
         .iter()

@@ -93,6 +93,10 @@ impl Instance {
             )
             .env("SECKILL_POOLS__GENERAL", s.db_pool.to_string())
             .env("SECKILL_WORKERS", s.workers.to_string())
+            .env(
+                "SECKILL_ORDERS__SWEEP_INTERVAL_MS",
+                s.sweep_interval_ms.to_string(),
+            )
             .env("RUST_LOG", "info");
         let process = spec
             .env

@@ -109,7 +109,7 @@ async fn execute(
     let mut bad_sales = Vec::new();
     for s in &skus {
         let snapshot = Snapshot::load(&mut db, s).await?;
-        let f = checker::check(&[], &[], &snapshot, false);
+        let f = checker::check(&[], &[], &[], &snapshot, false);
         let broken = f.oversold
             + (f.negative_shards
                 + f.inconsistent_shards

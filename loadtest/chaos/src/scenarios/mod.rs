@@ -20,6 +20,7 @@ mod pg_link;
 mod pg_restart;
 mod redis_loss;
 mod redlock;
+mod returns;
 mod session_loss;
 mod stale_failover;
 
@@ -73,11 +74,19 @@ pub enum ScenarioId {
     /// Cut one instance off its lock server (ZooKeeper, etcd, PostgreSQL) past its session or
     /// lease: its leases are reported lost, its late writes fenced out.
     SessionLoss,
+    /// `pause` on a lifecycle sale: the owner paused past its lease while returns are pending.
+    ReturnsPause,
+    /// `instance-kill` on a lifecycle sale: an instance killed while both sweep expirations.
+    SweeperKill,
+    /// `pg-delay` on a lifecycle sale: a delayed packet on the return path.
+    ReturnsDelay,
+    /// `returns-pause` with returns written outside the owner: must be caught losing units.
+    ReturnsControl,
 }
 
 impl ScenarioId {
     /// Every scenario, in run order.
-    pub const ALL: [ScenarioId; 18] = [
+    pub const ALL: [ScenarioId; 22] = [
         Self::Pause,
         Self::RedisLoss,
         Self::Partition,
@@ -93,6 +102,10 @@ impl ScenarioId {
         Self::GateRedisLoss,
         Self::GateRedisLossDurable,
         Self::GateFailpoint,
+        Self::ReturnsPause,
+        Self::SweeperKill,
+        Self::ReturnsDelay,
+        Self::ReturnsControl,
         Self::Fuzz,
         Self::LockTokens,
         Self::SessionLoss,
@@ -119,6 +132,10 @@ impl ScenarioId {
             Self::Fuzz => "fuzz",
             Self::LockTokens => "lock-tokens",
             Self::SessionLoss => "session-loss",
+            Self::ReturnsPause => "returns-pause",
+            Self::SweeperKill => "sweeper-kill",
+            Self::ReturnsDelay => "returns-delay",
+            Self::ReturnsControl => "returns-control",
         }
     }
 
@@ -218,6 +235,38 @@ impl Scenario {
             }
             ScenarioId::SessionLoss => {
                 harness::run(session_loss::SessionLoss::default(), on, env, budget).await
+            }
+            ScenarioId::ReturnsPause => {
+                let plan = returns::Returns::new(
+                    "returns-pause",
+                    "pause on a lifecycle sale (1.5 s payment window; buyers pay, cancel through either instance, or walk away): b is SIGSTOPped past its lease while returns of its shards are pending; a's claims fold them, b's late batch is fenced out. Every return reaches the stock once, every answered payment or cancellation holds.",
+                    pause::Pause::fenced(),
+                );
+                harness::run(plan, on, env, budget).await
+            }
+            ScenarioId::SweeperKill => {
+                let plan = returns::Returns::new(
+                    "sweeper-kill",
+                    "instance-kill on a lifecycle sale: kill -9 b while both instances sweep expired orders every 100 ms, start it again one lease later, sell out. An expiry is one transaction: nothing expired twice or returned twice, nothing lost.",
+                    instance_kill::InstanceKill,
+                );
+                harness::run(plan, on, env, budget).await
+            }
+            ScenarioId::ReturnsDelay => {
+                let plan = returns::Returns::new(
+                    "returns-delay",
+                    "pg-delay on a lifecycle sale: b's PostgreSQL traffic (batches that fold returns, cancellations, expiry sweeps) held past its lease, then delivered late. The late batch is fenced out with the returns it would fold, which a's claim folds instead.",
+                    pg_link::PgLink::delay(),
+                );
+                harness::run(plan, on, env, budget).await
+            }
+            ScenarioId::ReturnsControl => {
+                let plan = returns::Returns::control(
+                    "returns-control",
+                    "returns-pause with returns added to the shard's stock outside its owner (orders.returns = direct): the owner's next absolute write loses them, and the checker must see the shards no longer balance, or the suite fails.",
+                    pause::Pause::fenced(),
+                );
+                harness::run(plan, on, env, budget).await
             }
             ScenarioId::Fuzz => fuzz::run(env, budget).await,
             ScenarioId::LockTokens => lock_tokens::run(env).await,
