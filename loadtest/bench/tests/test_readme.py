@@ -79,3 +79,10 @@ def test_the_project_readmes_show_the_last_runs():
     """The check itself: make bench and make chaos rewrite these; a hand edit or a run whose
     tables were not written shows here."""
     assert readme.stale_blocks(ROOT) == []
+
+
+@pytest.mark.parametrize("path", ["README.md", "loadtest/README.md", "lockkit/README.md"])
+def test_a_readme_reads_in_a_minute(path):
+    """120 lines at most, generated tables included: prose that outgrows it belongs in docs/."""
+    lines = (ROOT / path).read_text().count("\n")
+    assert lines <= 120, f"{path} has {lines} lines; move the prose to docs/"
