@@ -17,7 +17,8 @@ pub struct ShardRow {
     pub fence: i64,
 }
 
-/// Where an order is in its lifecycle (`orders.state`).
+/// Where an order is in its lifecycle (`orders.state`). The checker's own reading of the column,
+/// not seckill's type: the suite links nothing of the service it judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderState {

@@ -26,6 +26,8 @@ mod stale_failover;
 
 use std::time::Instant;
 
+use returns::Returns;
+
 use crate::{
     environment::Environment, harness, lock_backend::LockBackend, report::ScenarioReport,
     settings::Budget,
@@ -236,38 +238,10 @@ impl Scenario {
             ScenarioId::SessionLoss => {
                 harness::run(session_loss::SessionLoss::default(), on, env, budget).await
             }
-            ScenarioId::ReturnsPause => {
-                let plan = returns::Returns::new(
-                    "returns-pause",
-                    "pause on a lifecycle sale (1.5 s payment window; buyers pay, cancel through either instance, or walk away): b is SIGSTOPped past its lease while returns of its shards are pending; a's claims fold them, b's late batch is fenced out. Every return reaches the stock once, every answered payment or cancellation holds.",
-                    pause::Pause::fenced(),
-                );
-                harness::run(plan, on, env, budget).await
-            }
-            ScenarioId::SweeperKill => {
-                let plan = returns::Returns::new(
-                    "sweeper-kill",
-                    "instance-kill on a lifecycle sale: kill -9 b while both instances sweep expired orders every 100 ms, start it again one lease later, sell out. An expiry is one transaction: nothing expired twice or returned twice, nothing lost.",
-                    instance_kill::InstanceKill,
-                );
-                harness::run(plan, on, env, budget).await
-            }
-            ScenarioId::ReturnsDelay => {
-                let plan = returns::Returns::new(
-                    "returns-delay",
-                    "pg-delay on a lifecycle sale: b's PostgreSQL traffic (batches that fold returns, cancellations, expiry sweeps) held past its lease, then delivered late. The late batch is fenced out with the returns it would fold, which a's claim folds instead.",
-                    pg_link::PgLink::delay(),
-                );
-                harness::run(plan, on, env, budget).await
-            }
-            ScenarioId::ReturnsControl => {
-                let plan = returns::Returns::control(
-                    "returns-control",
-                    "returns-pause with returns added to the shard's stock outside its owner (orders.returns = direct): the owner's next absolute write loses them, and the checker must see the shards no longer balance, or the suite fails.",
-                    pause::Pause::fenced(),
-                );
-                harness::run(plan, on, env, budget).await
-            }
+            ScenarioId::ReturnsPause => harness::run(Returns::pause(), on, env, budget).await,
+            ScenarioId::SweeperKill => harness::run(Returns::sweeper_kill(), on, env, budget).await,
+            ScenarioId::ReturnsDelay => harness::run(Returns::delay(), on, env, budget).await,
+            ScenarioId::ReturnsControl => harness::run(Returns::control(), on, env, budget).await,
             ScenarioId::Fuzz => fuzz::run(env, budget).await,
             ScenarioId::LockTokens => lock_tokens::run(env).await,
         };

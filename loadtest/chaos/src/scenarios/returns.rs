@@ -21,6 +21,7 @@
 
 use anyhow::Result;
 
+use super::{instance_kill::InstanceKill, pause::Pause, pg_link::PgLink};
 use crate::{
     environment::Environment,
     harness::{FaultPlan, FaultRun, RunOutcome},
@@ -38,22 +39,48 @@ pub(crate) struct Returns<P> {
     control: bool,
 }
 
-impl<P: FaultPlan> Returns<P> {
-    /// `plan` on a lifecycle sale, reported as `name`.
-    pub(crate) fn new(name: &'static str, description: &'static str, plan: P) -> Self {
+impl Returns<Pause> {
+    /// `returns-pause`.
+    pub(crate) fn pause() -> Self {
         Self {
-            name,
-            description,
-            plan,
+            name: "returns-pause",
+            description: "pause on a lifecycle sale (1.5 s payment window; buyers pay, cancel through either instance, or walk away): b is SIGSTOPped past its lease while returns of its shards are pending; a's claims fold them, b's late batch is fenced out. Every return reaches the stock once, every answered payment or cancellation holds.",
+            plan: Pause::fenced(),
             control: false,
         }
     }
 
-    /// The control: `plan` on a lifecycle sale whose instances write returns outside the owner.
-    pub(crate) fn control(name: &'static str, description: &'static str, plan: P) -> Self {
+    /// `returns-control`.
+    pub(crate) fn control() -> Self {
         Self {
+            name: "returns-control",
+            description: "returns-pause with returns added to the shard's stock outside its owner (orders.returns = direct): the owner's next absolute write loses them, and the checker must see the shards no longer balance, or the suite fails.",
+            plan: Pause::fenced(),
             control: true,
-            ..Self::new(name, description, plan)
+        }
+    }
+}
+
+impl Returns<InstanceKill> {
+    /// `sweeper-kill`.
+    pub(crate) fn sweeper_kill() -> Self {
+        Self {
+            name: "sweeper-kill",
+            description: "instance-kill on a lifecycle sale: kill -9 b while both instances sweep expired orders every 100 ms, start it again one lease later, sell out. An expiry is one transaction: nothing expired twice or returned twice, nothing lost.",
+            plan: InstanceKill,
+            control: false,
+        }
+    }
+}
+
+impl Returns<PgLink> {
+    /// `returns-delay`.
+    pub(crate) fn delay() -> Self {
+        Self {
+            name: "returns-delay",
+            description: "pg-delay on a lifecycle sale: b's PostgreSQL traffic (batches that fold returns, cancellations, expiry sweeps) held past its lease, then delivered late. The late batch is fenced out with the returns it would fold, which a's claim folds instead.",
+            plan: PgLink::delay(),
+            control: false,
         }
     }
 }
