@@ -8,6 +8,10 @@ use serde_json::{Value, json};
 
 use crate::{processes::seckill::ADMIN_TOKEN, settings::SaleSettings, settlement::SettleAction};
 
+/// The payment window of owned sales outside the lifecycle rows: a day, the most the service
+/// takes.
+const UNHURRIED_WINDOW_MS: u64 = 86_400_000;
+
 /// What came back from one request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
@@ -96,7 +100,14 @@ impl Api {
             "total": sale.total, "shards": sale.shards, "per_user_limit": sale.per_user_limit,
             "max_per_order": sale.max_per_order, "strategy": strategy,
         });
-        if let Some(window) = sale.payment_window_ms {
+        // An owned sale without a window of its own gets a day's, so that none of its orders
+        // expires during the suite: the orders of earlier rows would otherwise come due ten
+        // minutes (the service's default) into a full run, and their expiry load the later rows.
+        // The lab's strategies sell final orders and take no window.
+        let window = sale
+            .payment_window_ms
+            .or(strategy.starts_with("owned-").then_some(UNHURRIED_WINDOW_MS));
+        if let Some(window) = window {
             body["payment_window_ms"] = window.into();
         }
         let request = self

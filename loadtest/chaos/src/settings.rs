@@ -54,8 +54,8 @@ pub struct SaleSettings {
     pub max_per_order: u32,
     /// Distinct users the load draws from.
     pub users: u32,
-    /// The payment window of its orders (`None`: the service's default, 10 minutes, so nothing
-    /// expires during a run).
+    /// The payment window of its orders, for the lifecycle rows (`None`: owned sales get a day,
+    /// so nothing expires during the suite; see [`Api::put_sale`](crate::api::Api::put_sale)).
     pub payment_window_ms: Option<u64>,
 }
 
