@@ -1,7 +1,8 @@
 """The comparison runner behind `make bench` (see docs/bench.md).
 
 Runs, in one go and against the project's own Redis and PostgreSQL (loopback only), the strategy
-matrix under k6 load, the latency points at fixed offered loads, the wrk cells (capacity, retry
+matrix under k6 load, the latency points at fixed offered loads, (smoke) the order lifecycle's
+sale where a share of buyers never pay, the wrk cells (capacity, retry
 storm, hot users), the ceilings (HTTP, pgbench, redis-benchmark) and the lock benchmarks, and
 writes loadtest/results/.
 
@@ -16,6 +17,8 @@ writes loadtest/results/.
     capacity.py    the wrk cells (capacity, retry storm, hot users, HTTP floor): specs, run, result,
                    wrk's output, CPU per order, correctness check (`check_wrk_cell`)
     latency.py     the latency points below saturation: plan and validity
+    unpaid.py      the lifecycle cell of the smoke run (loadtest/k6/unpaid.js): run, result,
+                   correctness check (`check_unpaid`)
     ceilings.py    HTTP ceiling, pgbench order ceiling, redis-benchmark lock pairs
     locks.py       lockkit backends from URLs, lockctl bench, peer libraries, ratios
     targets.py     PASS/MISS targets (pure)

@@ -1,5 +1,5 @@
 """The runner's command line and the order of a run: instances up, HTTP ceiling, mission cells,
-throughput cells, latency points, the wrk cells (capacity, retry storm, hot users, HTTP floor),
+throughput cells, latency points, the lifecycle cell (smoke), the wrk cells (capacity, retry storm, hot users, HTTP floor),
 instances down, pgbench and redis-benchmark ceilings, the lock section, then the result files and
 a console summary. Each step lives in its own module; this one only sequences them and turns
 failures into the exit status (0 correct, 1 a correctness violation, 2 the run could not be
@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import ceilings, locks
@@ -32,6 +32,7 @@ from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S,
                        LoadModel, Preset, pre_vus)
 from .stores import Pg, Redis, loopback_only
 from .targets import capacity_targets, evaluate_targets
+from .unpaid import UNITS, UnpaidSpec, run_unpaid
 
 
 def parse_args(argv) -> argparse.Namespace:
@@ -101,6 +102,7 @@ class Plan:
     database_url: str
     backends: list[locks.LockBackend]
     capacity: list[WrkSpec]
+    lifecycle: UnpaidSpec | None  # smoke only: the sale where a share of buyers never pay
 
     def cells(self) -> list[CellSpec]:
         def spec(strategy: str, shards: int, kind: str, c: Preset) -> CellSpec:
@@ -145,8 +147,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
     # Throughput cells: no arrival buys more than 2 units, so this stock cannot run out during the
     # load (and lasts well over 15 s at the offered rate).
     tp_cfg = cfg.with_overrides(total=cfg.rate * cfg.duration_s * 2, users=THROUGHPUT_USERS)
+    lifecycle = UnpaidSpec() if args.smoke and not (args.only_capacity or args.only_locks) else None
     return Plan(mode, cfg, tp_cfg, LoadModel.read(), strategies, [int(x) for x in args.shards.split(",") if x.strip()],
-                throughput, latency, redis_url, database_url, backends, capacity)
+                throughput, latency, redis_url, database_url, backends, capacity, lifecycle)
 
 
 def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
@@ -165,6 +168,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "latency_duration_s": args.latency_duration, "only_locks": args.only_locks,
             "pipeline": ceilings.PIPELINE, "lock_backends": [be.name for be in plan.backends],
             "only_capacity": args.only_capacity, "capacity_cells": [c.label for c in plan.capacity],
+            "lifecycle": None if plan.lifecycle is None else asdict(plan.lifecycle),
             "capacity": {"duration_s": cfg.capacity_s, "connections_per_instance": WRK_CONNECTIONS,
                          "threads_per_wrk": WRK_THREADS, "wrk_timeout_s": WRK_TIMEOUT_S, "total": CAPACITY_STOCK,
                          "users": THROUGHPUT_USERS, "hot_users": HOT_USERS}}
@@ -209,6 +213,19 @@ def run_wrk_cells(plan: Plan, ctx: CellContext, res: RunResult) -> None:
     res.capacity = run_capacity(ctx, plan.capacity, plan.model)
     for c in res.capacity:
         res.violations.extend(c.violations)
+    instances_alive(ctx)
+
+
+def run_lifecycle(spec: UnpaidSpec, ctx: CellContext, res: RunResult) -> None:
+    """The sale where a share of buyers never pay (unpaid.py), after the k6 cells."""
+    log(f"lifecycle: {spec.total} units, {spec.rate}/s for {spec.duration_s} s, {round(spec.pay_share * 100)}% pay, "
+        f"window {spec.window_ms} ms")
+    res.lifecycle = lc = run_unpaid(ctx, spec)
+    a = lc.audit or {}
+    pages = ", ".join(f"#{n} " + ("none" if s is None else "/".join(str(s.get(k)) for k in UNITS)) for n, s in lc.live.items())
+    log(f"    audit paid {a.get('paid')}/{a.get('total')}, returned {a.get('returned')}; live reserved/paid/returned {pages}; "
+        f"k6 exit {lc.k6_exit} in {lc.k6_wall_s} s" + (f"  VIOLATION: {'; '.join(lc.violations)}" if lc.violations else ""))
+    res.violations.extend(lc.violations)
     instances_alive(ctx)
 
 
@@ -335,6 +352,8 @@ def main(argv=None) -> int:
             ctx = CellContext(pg, redis, instances, token, run_id, run_dir)
             if not args.only_capacity:
                 run_matrix(plan, args, ctx, res)
+            if plan.lifecycle:
+                run_lifecycle(plan.lifecycle, ctx, res)
             if plan.capacity:
                 run_wrk_cells(plan, ctx, res)
     except (SetupError, KeyboardInterrupt) as e:

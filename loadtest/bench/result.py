@@ -11,8 +11,11 @@ from pathlib import Path
 from .capacity import WrkResult
 from .cells import CellResult
 from .targets import Target
+from .unpaid import UnpaidResult
 
-SCHEMA = 3  # 2: cells as flat objects with `cell` in mission/throughput/latency, `latency`, acked checks; 3: `capacity`
+# 2: cells as flat objects with `cell` in mission/throughput/latency, `latency`, acked checks; 3: `capacity`;
+# 4: `lifecycle` (the smoke's unpaid-buyers sale, unpaid.py)
+SCHEMA = 4
 _TIMESTAMPED = re.compile(r"^\d{8}T\d{6}Z\.json$")
 
 
@@ -29,6 +32,7 @@ class RunResult:
     strategies: list[CellResult] = field(default_factory=list)
     latency: list[CellResult] = field(default_factory=list)
     capacity: list[WrkResult] = field(default_factory=list)  # the wrk cells
+    lifecycle: UnpaidResult | None = None  # smoke: the sale where a share of buyers never pay
     lockkit: dict = field(default_factory=dict)
     targets: list[Target] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -47,6 +51,8 @@ class RunResult:
             value = getattr(self, name)
             if name in ("strategies", "latency", "capacity"):
                 out[name] = [c.to_json() for c in value]
+            elif name == "lifecycle":
+                out[name] = None if value is None else value.to_json()
             elif name == "targets":
                 out[name] = [asdict(t) for t in value]
             else:

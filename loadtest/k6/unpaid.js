@@ -2,12 +2,18 @@
 // at once, the rest walk away. Their orders expire after WINDOW_MS, the sweepers give the units
 // back through the shards' owners, and later buyers get them. When the load ends, the teardown
 // keeps buying and paying (one buyer at a time, up to DRAIN_TIMEOUT) until every unit is paid,
-// then checks the audit: every unit paid, none reserved or left, units returned, the books exact.
+// then checks the audit: every unit paid, none reserved or left, units returned, the books exact;
+// and the live view of every target (what the sale page shows): the same reserved, paid and
+// returned as the audit.
 //
 //   TARGETS=http://127.0.0.1:8081,http://127.0.0.1:8082 ADMIN_TOKEN=... scripts/k6.sh loadtest/k6/unpaid.js
 //
 // Environment: TARGETS, ADMIN_TOKEN, SKU (k6-unpaid), TOTAL (2000), SHARDS (4), RATE (200/s),
-// DURATION (20s), PAY_SHARE (0.6), WINDOW_MS (2000), DRAIN_TIMEOUT (60s).
+// DURATION (20s), PAY_SHARE (0.6), WINDOW_MS (2000), DRAIN_TIMEOUT (60s), SUMMARY_PATH (where
+// handleSummary writes the counters as JSON; unset: printed).
+//
+// Exit status: 0 when every check held; 99 when a threshold failed (an unexpected answer, or a
+// wrong figure in the audit or the live view). loadtest/bench/unpaid.py runs it in the smoke.
 
 import http from 'k6/http';
 import { sleep } from 'k6';
@@ -94,6 +100,17 @@ function audit() {
   return http.get(`${targets[0]}/v1/sales/${sku}/audit`, { tags: { name: 'audit' } }).json();
 }
 
+/// What the live view of `base` gets wrong against the final audit `a`: the page's figures.
+function liveWrong(base, a) {
+  const res = http.get(`${base}/v1/sales/${sku}/live`, { tags: { name: 'live' } });
+  if (res.status !== 200) return [`live view of ${base} answered ${res.status}`];
+  const live = res.json('sale');
+  console.log(`live ${base}: ${JSON.stringify({ reserved: live.reserved, paid: live.paid, returned: live.returned })}`);
+  return ['reserved', 'paid', 'returned']
+    .filter((k) => live[k] !== a[k])
+    .map((k) => `live view of ${base}: ${k} ${live[k]}, the audit ${a[k]}`);
+}
+
 export function teardown() {
   const deadline = Date.now() + drainTimeoutSec * 1000;
   let a = audit();
@@ -119,5 +136,17 @@ export function teardown() {
     [a.oversold === 0 && a.consistent === true && a.users_over_limit === 0, 'the books exact'],
   ].filter(([ok]) => !ok);
   for (const [, what] of wrong) console.error(`audit: not ${what}`);
-  booksWrong.add(wrong.length);
+  const liveWrongs = targets.flatMap((base) => liveWrong(base, a));
+  for (const what of liveWrongs) console.error(what);
+  booksWrong.add(wrong.length + liveWrongs.length);
+}
+
+export function handleSummary(data) {
+  const count = (name) => (data.metrics[name] ? data.metrics[name].values.count : 0);
+  const counts = Object.fromEntries(
+    ['orders_reserved', 'orders_paid', 'orders_abandoned', 'sold_out', 'unexpected', 'books_wrong'].map((n) => [n, count(n)]),
+  );
+  const text = `${JSON.stringify(counts)}\n`;
+  const path = env('SUMMARY_PATH', '');
+  return path ? { [path]: text, stdout: text } : { stdout: text };
 }

@@ -1,6 +1,6 @@
-//! `GET /v1/sales/{sku}/live`: the sale as it stands (shards with stock, fence and owner; fence
-//! rejections) from one PostgreSQL query, plus what this instance answered over the last seconds.
-//! What the sale page and `make demo` poll.
+//! `GET /v1/sales/{sku}/live`: the sale as it stands (shards with stock, fence and owner; units
+//! reserved, paid and returned; fence rejections) from one PostgreSQL query, plus what this
+//! instance answered over the last seconds. What the sale page and `make demo` poll.
 
 use actix_web::{HttpResponse, web};
 use serde_json::json;

@@ -30,8 +30,9 @@ pub(super) async fn put_sale(
     })))
 }
 
-/// The sale's stock, overall and per shard, from the shard rows alone: a public route must not
-/// be a way to run the audit's aggregate over every order (that is `/audit`, admin or gated).
+/// The sale's stock, overall and per shard, and its units reserved, paid and returned, from the
+/// shard rows and the sale's counters: a public route must not be a way to run the audit's
+/// aggregate over every order (that is `/audit`, admin or gated).
 pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<Sku>) -> Result<HttpResponse, ApiError> {
     let sku = sku.into_inner();
     let sale = inventory.db().live_sale(&sku).await?.ok_or_else(|| Refusal::UnknownSale(sku.to_string()))?;
@@ -40,6 +41,9 @@ pub(super) async fn get_sale(inventory: web::Data<Inventory>, sku: web::Path<Sku
         "total": sale.total,
         "sold": sale.sold,
         "remaining": sale.remaining,
+        "reserved": sale.reserved,
+        "paid": sale.paid,
+        "returned": sale.returned,
         "strategy": sale.strategy,
         "shards": sale.shards,
     })))

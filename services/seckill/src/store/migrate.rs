@@ -10,8 +10,11 @@ use super::StoreError;
 /// (versions 1 to 12) has this schema already, so it applies nothing here.
 ///
 /// Version 13 follows 1 because a database migrated before the squash recorded 2 to 12.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../../migrations/0001_schema.sql")), (13, include_str!("../../migrations/0013_order_lifecycle.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../migrations/0001_schema.sql")),
+    (13, include_str!("../../migrations/0013_order_lifecycle.sql")),
+    (14, include_str!("../../migrations/0014_paid_counter.sql")),
+];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0073_6563_6b69_6c6c;

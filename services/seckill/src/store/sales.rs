@@ -86,6 +86,9 @@ impl Db {
         tx.execute("DELETE FROM orders WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM stock_returns WHERE sku = $1", &[&sku.as_str()]).await?;
+        // After the orders: a payment in flight holds its order's row, so the delete above waited
+        // for it and this one sees its count.
+        tx.execute("DELETE FROM sale_paid WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM shard_claims WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM fence_refusals WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM shards WHERE sku = $1 AND shard >= $2", &[&sku.as_str(), &(spec.shards as i32)]).await?;

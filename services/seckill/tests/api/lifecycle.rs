@@ -110,6 +110,54 @@ async fn a_buyer_pays_or_cancels_only_with_the_orders_secret_and_both_are_idempo
     assert_books(&audit);
 }
 
+/// The page's figures: the public live view reads no order, yet its units reserved, paid and
+/// returned are the audit's (which counts the orders), on either instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_live_view_shows_the_audits_reserved_paid_and_returned() {
+    let apps = [spawn_app_with(lifecycle_settings()).await, spawn_app_with(lifecycle_settings()).await];
+    let sku = apps[0].create_sale(sale(20, 2, 600_000)).await;
+    let mut bought = Vec::new();
+    for i in 0..12 {
+        bought.push(buy(&apps[i % 2], &sku, &format!("page-{i}")).await.unwrap());
+    }
+
+    // Consecutive order ids: the payments land on several of the counter's slots.
+    for (i, order) in bought[..7].iter().enumerate() {
+        assert!(pay(&apps[(i + 1) % 2], order).await, "order {} paid", order.id);
+    }
+    for order in &bought[7..9] {
+        assert_eq!(lifecycle(&apps[0], order, Some("cancel"), &order.secret).await.status(), StatusCode::OK);
+    }
+
+    let audit = apps[0].audit(&sku).await;
+    assert_books(&audit);
+    let units = |view: &Value| ["reserved", "paid", "returned"].map(|k| view[k].as_i64());
+    assert_eq!(units(&audit), [Some(3), Some(7), Some(2)], "{audit}");
+    for app in &apps {
+        let (status, live) = app.get_json(&format!("/v1/sales/{sku}/live")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(units(&live["sale"]), units(&audit), "live {live} audit {audit}");
+        let sale = &live["sale"];
+        assert_eq!(sale["sold"].as_i64(), Some(10 + sale["pending_returns"].as_i64().unwrap()), "{live}");
+        let (_, public) = app.get_json(&format!("/v1/sales/{sku}")).await;
+        assert_eq!(units(&public), units(&audit), "{public}");
+    }
+}
+
+/// A reset sale starts its books again: the payments of its previous orders are not counted.
+#[tokio::test]
+async fn a_reset_sale_shows_nothing_paid() {
+    let app = spawn_app_with(lifecycle_settings()).await;
+    let sku = app.create_sale(sale(4, 1, 600_000)).await;
+    let order = buy(&app, &sku, "before-reset").await.unwrap();
+    assert!(pay(&app, &order).await);
+
+    assert_eq!(app.put_sale(&sku, &sale(4, 1, 600_000)).await.status(), StatusCode::OK);
+
+    let (_, live) = app.get_json(&format!("/v1/sales/{sku}/live")).await;
+    assert_eq!(["reserved", "paid", "returned"].map(|k| live["sale"][k].as_i64()), [Some(0), Some(0), Some(0)], "{live}");
+}
+
 /// Sells one shard on `owner` and cancels one of its orders through `other` while `owner` still
 /// owns the shard and keeps selling; the units sold after the cancellation.
 async fn cancel_while_the_owner_sells(returns: ReturnPath) -> (u32, Value) {
@@ -165,8 +213,8 @@ const PAID_AT_ONCE_EVERY: usize = 5;
 
 /// Buys `orders` units over two instances with a short window, pays every fifth at once and each
 /// other at its deadline from alternating instances while both sweepers expire; answers (orders
-/// answered paid, orders whose final state is paid, audit).
-async fn pay_against_expiry(state_checked: bool) -> (Vec<bool>, Vec<String>, Value) {
+/// answered paid, orders whose final state is paid, audit, live view).
+async fn pay_against_expiry(state_checked: bool) -> (Vec<bool>, Vec<String>, Value, Value) {
     const ORDERS: usize = 40;
     const WINDOW_MS: u64 = 600;
     let mut settings = lifecycle_settings();
@@ -204,12 +252,13 @@ async fn pay_against_expiry(state_checked: bool) -> (Vec<bool>, Vec<String>, Val
     for (_, order) in &bought {
         states.push(state_of(&apps[0], order).await);
     }
-    (answered_paid, states, apps[0].audit(&sku).await)
+    let (_, live) = apps[1].get_json(&format!("/v1/sales/{sku}/live")).await;
+    (answered_paid, states, apps[0].audit(&sku).await, live)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pay_against_expiry_at_the_deadline_ends_each_order_exactly_one_way() {
-    let (answered_paid, states, audit) = pay_against_expiry(true).await;
+    let (answered_paid, states, audit, live) = pay_against_expiry(true).await;
     for (paid, state) in answered_paid.iter().zip(&states) {
         assert_eq!(state, if *paid { "paid" } else { "expired" }, "the answer is the outcome");
     }
@@ -217,6 +266,7 @@ async fn pay_against_expiry_at_the_deadline_ends_each_order_exactly_one_way() {
     eprintln!("pay against expiry: {paid} paid, {} expired of {}", states.len() as i64 - paid, states.len());
     assert_eq!(audit["paid"].as_i64(), Some(paid), "{audit}");
     assert_eq!(audit["returned"].as_i64(), Some(states.len() as i64 - paid), "stock came back for the expired only: {audit}");
+    assert_eq!((live["sale"]["paid"].as_i64(), live["sale"]["returned"].as_i64()), (audit["paid"].as_i64(), audit["returned"].as_i64()));
     assert_books(&audit);
 }
 
@@ -224,7 +274,7 @@ async fn pay_against_expiry_at_the_deadline_ends_each_order_exactly_one_way() {
 /// so a buyer told "paid" loses the order and its unit is counted as returned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn control_expiry_without_the_state_condition_expires_paid_orders() {
-    let (answered_paid, states, audit) = pay_against_expiry(false).await;
+    let (answered_paid, states, audit, _) = pay_against_expiry(false).await;
     let betrayed = answered_paid.iter().zip(&states).filter(|(paid, state)| **paid && state.as_str() != "paid").count();
     assert!(betrayed > 0, "some order answered paid ended otherwise: {audit}");
 }

@@ -23,6 +23,8 @@ async fn the_live_view_shows_shards_owners_fences_and_this_instances_answers() {
     assert_eq!(live["instance"], "live-a");
     assert_eq!(live["sale"]["total"], 40);
     assert_eq!(live["sale"]["sold"], 6, "total - remaining over the shards: {live}");
+    let units = ["reserved", "paid", "returned"].map(|k| live["sale"][k].as_i64());
+    assert_eq!(units, [Some(6), Some(0), Some(0)], "an owned sale's orders are reserved until paid: {live}");
     let shards = live["sale"]["shards"].as_array().unwrap();
     assert_eq!(shards.len(), 4);
     let claimed: Vec<&Value> = shards.iter().filter(|s| s["owner"] == "live-a").collect();
@@ -58,4 +60,17 @@ async fn the_page_and_the_sale_list_are_served() {
     let listed = list["sales"].as_array().unwrap();
     assert!(listed.len() <= 50);
     assert!(listed.iter().any(|s| s["sku"] == sku.as_str() && s["shards"] == 2 && s["strategy"] == "db-atomic"));
+}
+
+/// A lab sale has no payment window: its orders are paid when bought, and no payment counts them.
+#[tokio::test]
+async fn the_live_view_shows_a_lab_sales_orders_as_paid() {
+    let app = spawn_app().await;
+    let sku = app.create_sale(sale_body(10, 2, "db-atomic")).await;
+    assert_eq!(app.order(&sku, "u", 2, None).await.status(), StatusCode::CREATED);
+
+    let (_, live) = app.get_json(&format!("/v1/sales/{sku}/live")).await;
+
+    let units = ["reserved", "paid", "returned"].map(|k| live["sale"][k].as_i64());
+    assert_eq!(units, [Some(0), Some(2), Some(0)], "{live}");
 }

@@ -92,18 +92,29 @@ async fn unknown_sales_are_404_everywhere() {
     assert_error(order, StatusCode::NOT_FOUND, "unknown_sale").await;
 }
 
-/// Deleting a sale (as the bench and operators do) takes its orders, their parts and its
-/// per-user counts with it: the rows carry no foreign key, a trigger does it.
+/// Deleting a sale (as the bench and operators do) takes its orders, their parts, its per-user
+/// counts and its paid count with it: the order rows carry no foreign key, a trigger does it.
 #[tokio::test]
 async fn a_deleted_sale_takes_its_orders_with_it() {
     let app = spawn_app().await;
     let sku = app.create_sale(sale_body(10, 2, "owned-shards")).await;
-    assert_eq!(app.order(&sku, "leaver", 1, Some("gone-1")).await.status(), StatusCode::CREATED);
+    let bought = app.order(&sku, "leaver", 1, Some("gone-1")).await;
+    assert_eq!(bought.status(), StatusCode::CREATED);
+    let order: serde_json::Value = bought.json().await.unwrap();
+    let paid = app
+        .http
+        .post(format!("{}/v1/orders/{}/pay", app.address, order["order_id"]))
+        .header("X-User-Id", "leaver")
+        .header("X-Order-Secret", order["secret"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), StatusCode::OK);
     let db = db().await;
 
     db.execute("DELETE FROM sales WHERE sku = $1", &[&sku]).await.unwrap();
 
-    for table in ["orders", "order_parts", "user_purchases"] {
+    for table in ["orders", "order_parts", "user_purchases", "sale_paid"] {
         let left: i64 = db.query_one(&format!("SELECT count(*) FROM {table} WHERE sku = $1"), &[&sku]).await.unwrap().get(0);
         assert_eq!(left, 0, "{table} rows of the deleted sale");
     }
