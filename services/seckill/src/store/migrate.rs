@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../migrations/0001_schema.sql")),
     (13, include_str!("../../migrations/0013_order_lifecycle.sql")),
     (14, include_str!("../../migrations/0014_paid_counter.sql")),
+    (15, include_str!("../../migrations/0015_expiry_reads_orders_due.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
