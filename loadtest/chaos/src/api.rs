@@ -104,9 +104,9 @@ impl Api {
         // expires during the suite: the orders of earlier rows would otherwise come due ten
         // minutes (the service's default) into a full run, and their expiry load the later rows.
         // The lab's strategies sell final orders and take no window.
-        let window = sale
-            .payment_window_ms
-            .or(strategy.starts_with("owned-").then_some(UNHURRIED_WINDOW_MS));
+        let window = sale.payment_window_ms.or(strategy
+            .starts_with("owned-")
+            .then_some(UNHURRIED_WINDOW_MS));
         if let Some(window) = window {
             body["payment_window_ms"] = window.into();
         }
