@@ -42,7 +42,7 @@ pub struct LoadSpec {
     /// Idempotency keys are `PREFIX-wWORKER-SEQ` (distinct per load on one sale).
     pub key_prefix: String,
     /// The lifecycle rows: what buyers do with their reserved orders (`None`: nothing, they stay
-    /// reserved for the service's default window).
+    /// reserved for their sale's window, a day outside those rows).
     pub settling: Option<Settling>,
 }
 
