@@ -3,7 +3,8 @@
 //!
 //! # The recipe
 //! - **Acquire** (one attempt): the acquire grants a lease (TTL: the requested lease rounded up to
-//!   whole seconds; the server raises it to its minimum) under an id of our choosing, so that an
+//!   whole seconds; the server raises it to its minimum, 1.5 election timeouts rounded up: a 1 s
+//!   lease is granted 2 s by an etcd with the default 1000 ms timeout) under an id of our choosing, so that an
 //!   undo can revoke it even if the grant's answer was lost. Its key is `NAME/<lease id in
 //!   lowercase hex>` (Go's `%x`), written by the recipe's transaction: *if the key's create
 //!   revision is 0, put it (empty, under the lease), else read it; either way read the owner*, the
