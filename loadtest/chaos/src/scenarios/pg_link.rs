@@ -54,6 +54,21 @@ enum Judged {
     Blackhole,
 }
 
+/// Starts a [`FaultProxy`] in front of the suite's PostgreSQL and points `spec` at it, so that
+/// the instance reaches the database only through the proxy (in [`Mode::Pass`] until told
+/// otherwise). The proxy forwards for as long as it lives.
+pub(crate) async fn postgres_through_proxy(
+    env: &Environment,
+    spec: &mut InstanceSpec,
+) -> Result<FaultProxy> {
+    let upstream = SocketAddr::from(([127, 0, 0, 1], env.postgres.port()));
+    let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], 0)), upstream).await?;
+    spec.database_url = env
+        .database_url()
+        .replace(&upstream.to_string(), &proxy.addr().to_string());
+    Ok(proxy)
+}
+
 /// A fault plan on `b`'s PostgreSQL link.
 pub(crate) struct PgLink {
     judged: Judged,
@@ -138,12 +153,7 @@ impl FaultPlan for PgLink {
     }
 
     async fn prepare(&mut self, env: &Environment, specs: &mut [InstanceSpec]) -> Result<()> {
-        let upstream = SocketAddr::from(([127, 0, 0, 1], env.postgres.port()));
-        let proxy = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], 0)), upstream).await?;
-        specs[TARGET].database_url = env
-            .database_url()
-            .replace(&upstream.to_string(), &proxy.addr().to_string());
-        self.proxy = Some(proxy);
+        self.proxy = Some(postgres_through_proxy(env, &mut specs[TARGET]).await?);
         Ok(())
     }
 
