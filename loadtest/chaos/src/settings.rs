@@ -96,6 +96,10 @@ pub struct Budget {
     /// The sale of the `redis-gate` rows: large enough not to sell out before
     /// the faults, small enough to sell out within the drain afterwards.
     pub gate_sale: SaleSettings,
+    /// The sale of `gate-failpoint`: it must still offer stock when `b` comes back with the
+    /// failpoint armed, a few seconds into the faults, while `a` alone sells about 10 000 units a
+    /// second in a release build (30 000 units were sold out before `b` was back).
+    pub failpoint_sale: SaleSettings,
     /// Client tasks issuing orders, split evenly over the instances.
     pub workers: usize,
     /// Most load requests one scenario may send.
@@ -160,6 +164,7 @@ impl Budget {
                 control_sale: sale(40_000),
                 settling: settling.clone(),
                 gate_sale: sale(30_000),
+                failpoint_sale: sale(120_000),
                 workers: 32,
                 max_requests: 200_000,
                 replay_fraction: 0.05,
@@ -184,6 +189,7 @@ impl Budget {
                 control_sale: sale(20_000),
                 settling,
                 gate_sale: sale(10_000),
+                failpoint_sale: sale(10_000),
                 workers: 24,
                 max_requests: 40_000,
                 replay_fraction: 0.05,

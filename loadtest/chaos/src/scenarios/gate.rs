@@ -456,7 +456,10 @@ impl FaultPlan for GatePlan {
     }
 
     fn sale(&self, budget: &Budget) -> SaleSettings {
-        budget.gate_sale.clone()
+        match self.fault {
+            Fault::RedisLoss => budget.gate_sale.clone(),
+            Fault::Failpoint => budget.failpoint_sale.clone(),
+        }
     }
 
     async fn prepare(&mut self, _env: &Environment, specs: &mut [InstanceSpec]) -> Result<()> {
