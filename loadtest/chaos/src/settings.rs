@@ -93,13 +93,11 @@ pub struct Budget {
     pub control_sale: SaleSettings,
     /// What the buyers of the lifecycle rows' sales do with their orders.
     pub settling: Settling,
-    /// The sale of the `redis-gate` rows: large enough not to sell out before
-    /// the faults, small enough to sell out within the drain afterwards.
+    /// The sale of the `redis-gate` rows: large enough not to sell out before the faults, a few
+    /// seconds in, while the gate sells over 10 000 units a second in a release build (30 000
+    /// units were sold out before Redis was killed, or before `b` was back with the failpoint
+    /// armed); small enough to sell out within the drain afterwards.
     pub gate_sale: SaleSettings,
-    /// The sale of `gate-failpoint`: it must still offer stock when `b` comes back with the
-    /// failpoint armed, a few seconds into the faults, while `a` alone sells about 10 000 units a
-    /// second in a release build (30 000 units were sold out before `b` was back).
-    pub failpoint_sale: SaleSettings,
     /// Client tasks issuing orders, split evenly over the instances.
     pub workers: usize,
     /// Most load requests one scenario may send.
@@ -163,8 +161,7 @@ impl Budget {
                 sale: main_sale.clone(),
                 control_sale: sale(40_000),
                 settling: settling.clone(),
-                gate_sale: sale(30_000),
-                failpoint_sale: sale(120_000),
+                gate_sale: sale(120_000),
                 workers: 32,
                 max_requests: 200_000,
                 replay_fraction: 0.05,
@@ -189,7 +186,6 @@ impl Budget {
                 control_sale: sale(20_000),
                 settling,
                 gate_sale: sale(10_000),
-                failpoint_sale: sale(10_000),
                 workers: 24,
                 max_requests: 40_000,
                 replay_fraction: 0.05,

@@ -456,10 +456,7 @@ impl FaultPlan for GatePlan {
     }
 
     fn sale(&self, budget: &Budget) -> SaleSettings {
-        match self.fault {
-            Fault::RedisLoss => budget.gate_sale.clone(),
-            Fault::Failpoint => budget.failpoint_sale.clone(),
-        }
+        budget.gate_sale.clone()
     }
 
     async fn prepare(&mut self, _env: &Environment, specs: &mut [InstanceSpec]) -> Result<()> {
