@@ -4,16 +4,16 @@
 //! # The recipe
 //! - **Acquire** (one attempt): the acquire grants a lease (TTL: the requested lease rounded up to
 //!   whole seconds; the server raises it to its minimum, 1.5 election timeouts rounded up: a 1 s
-//!   lease is granted 2 s by an etcd with the default 1000 ms timeout) under an id of our choosing, so that an
-//!   undo can revoke it even if the grant's answer was lost. Its key is `NAME/<lease id in
-//!   lowercase hex>` (Go's `%x`), written by the recipe's transaction: *if the key's create
+//!   lease is granted 2 s by an etcd with the default 1000 ms timeout) under an id of our choosing,
+//!   so that an undo can revoke it even if the grant's answer was lost. Its key is `NAME/<lease id
+//!   in lowercase hex>` (Go's `%x`), written by the recipe's transaction: *if the key's create
 //!   revision is 0, put it (empty, under the lease), else read it; either way read the owner*, the
 //!   key with the lowest create revision under `NAME/`. Ours is the lowest: the lock is ours. Not
 //!   ours: we watch, as Go's `waitDeletes` does, only the key with the largest create revision
 //!   below ours (our predecessor), from the revision of the read that found it. Its delete (a
 //!   release, a revoked or expired lease) wakes this process's waiters of the name through the
-//!   local [`WakeHub`]; they retry at once, without polling. The later attempts of one acquire
-//!   (one `ticket`) reuse its key and lease, so a waiter keeps its place in the queue.
+//!   local [`WakeHub`]; they retry at once, without polling. The later attempts of one acquire (one
+//!   `ticket`) reuse its key and lease, so a waiter keeps its place in the queue.
 //! - **Leader election** (`election`) is the same recipe with a value: the key holds the
 //!   candidate's value, as etcd's Go `concurrency.Election` puts it (`etcdctl elect NAME VALUE`),
 //!   and the leader is the key with the lowest create revision under `NAME/`, its term that
