@@ -94,9 +94,8 @@ pub struct Budget {
     /// What the buyers of the lifecycle rows' sales do with their orders.
     pub settling: Settling,
     /// The sale of the `redis-gate` rows: large enough not to sell out before the faults, a few
-    /// seconds in, while the gate sells over 10 000 units a second in a release build (30 000
-    /// units were sold out before Redis was killed, or before `b` was back with the failpoint
-    /// armed); small enough to sell out within the drain afterwards.
+    /// seconds in, while the gate sells over 10 000 units a second in a release build; small
+    /// enough to sell out within the drain afterwards.
     pub gate_sale: SaleSettings,
     /// Client tasks issuing orders, split evenly over the instances.
     pub workers: usize,

@@ -410,7 +410,7 @@ impl GatePlan {
         run.restart_instance(TARGET, &[FAILPOINT]).await?;
         let fault = run.begin(
             format!(
-                "b restarted with {}={}: aborts on its first order, after the decrement and before the stream write",
+                "b restarted with {}={}: aborts on its first order, after the script that decided and enqueued it, before the answer",
                 FAILPOINT.0, FAILPOINT.1
             ),
             Some(TARGET),

@@ -64,8 +64,8 @@ pub enum ScenarioId {
     GateRedisLoss,
     /// `redis-gate-durable` under the same fault: no acknowledged order lost.
     GateRedisLossDurable,
-    /// `redis-gate`: an instance aborts between the decrement and the stream write (failpoint);
-    /// the undersell must be detected and repaired by reconciliation.
+    /// `redis-gate`: an instance aborts right after the script that decided and enqueued an
+    /// order, before answering (failpoint); nothing may be lost or undersold.
     GateFailpoint,
     /// `pg-delay` against `owned-unfenced`: must be caught overselling.
     PgDelayControl,
