@@ -6,6 +6,7 @@
 #   scripts/compose.sh --bounded    the same with every step under a tighter time limit and a
 #                                   shorter sale (what `make test` would run)
 #   scripts/compose.sh --keep       leave the stack running at the end (ports below)
+#   scripts/compose.sh --no-faults  skip the fault rows (step 6)
 #
 # Steps:
 #  1. Debian's docker.io and debootstrap if missing; `docker compose` if the client has the
@@ -24,10 +25,18 @@
 #     consistent; the sale page, /metrics and Prometheus' targets must answer on the published
 #     loopback ports.
 #  5. `compose down -v`, and nothing of the project's is left: no container, network or volume.
+#  6. The fault rows across containers: the stack again with deploy/faults/compose.yml (a third
+#     seckill, PostgreSQL and Redis on networks of their own), and the chaos crate's
+#     `compose-chaos` hurts seckill-2 past its lease: network disconnect from PostgreSQL, from
+#     Redis, docker pause, docker kill, and the pause against the unfenced control. Every row
+#     but the control must lose nothing and oversell nothing; the control must be caught. The
+#     bounded run does the pause and its control. Report: .run/compose/chaos-containers.{json,md}.
+#     Then `down -v` again, and nothing left.
 #
 # Environment: COMPOSE_CHECK_PORT_BASE (host ports BASE..BASE+3, default 18081), COMPOSE_STANDINS
 # (1: stand-ins even if the official images could be had; 0: never), COMPOSE_SALE_RATE,
-# COMPOSE_SALE_DURATION. Timings go to .run/compose/timings.tsv and are printed at the end.
+# COMPOSE_SALE_DURATION, COMPOSE_FAULT_ROWS (rows to run, comma-separated; `compose-chaos
+# --list`). Timings go to .run/compose/timings.tsv and are printed at the end.
 # Exits non-zero if any step failed.
 set -euo pipefail
 
@@ -41,11 +50,13 @@ cd "$ROOT"
 
 bounded=0
 keep=0
+faults=1
 for arg in "$@"; do
     case "$arg" in
         --bounded) bounded=1 ;;
         --keep) keep=1 ;;
-        -h | --help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-faults) faults=0 ;;
+        -h | --help) sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $arg (try --help)" ;;
     esac
 done
@@ -62,11 +73,14 @@ PORT_BASE="${COMPOSE_CHECK_PORT_BASE:-18081}"
 unset PUBLISH_ADDRESS   # what is checked is the compose file's default: loopback
 export SECKILL_1_PORT=$PORT_BASE SECKILL_2_PORT=$((PORT_BASE + 1))
 export PROMETHEUS_PORT=$((PORT_BASE + 2)) GRAFANA_PORT=$((PORT_BASE + 3))
+export SECKILL_3_PORT=$((PORT_BASE + 4)) FAULTS_PG_PORT=$((PORT_BASE + 5))
 export SECKILL_ADMIN_TOKEN="compose-check-$$"
 if [[ "$bounded" -eq 1 ]]; then
     BUILD_LIMIT=1500 UP_LIMIT=120 SALE_RATE="${COMPOSE_SALE_RATE:-600}" SALE_DURATION="${COMPOSE_SALE_DURATION:-30s}"
+    FAULT_ROWS="${COMPOSE_FAULT_ROWS:-containers-pause,containers-control}" CHAOS_PROFILE=dev FAULTS_LIMIT=300
 else
     BUILD_LIMIT=3600 UP_LIMIT=300 SALE_RATE="${COMPOSE_SALE_RATE:-500}" SALE_DURATION="${COMPOSE_SALE_DURATION:-45s}"
+    FAULT_ROWS="${COMPOSE_FAULT_ROWS:-}" CHAOS_PROFILE=release FAULTS_LIMIT=900
 fi
 SKU="compose-check-$(date +%s)"
 
@@ -295,6 +309,15 @@ stack_down() {
         >>"$WORK/down.log" 2>&1 || log "ERROR: compose down failed (log: $WORK/down.log)"
 }
 
+# `down -v`, then nothing of the project may be left.
+down_and_check() {
+    local remaining
+    stack_down
+    remaining="$(leftovers)"
+    [[ -z "$remaining" ]] || die "left behind after down -v: $remaining"
+    log "nothing of project '$PROJECT' is left (containers, networks, volumes)"
+}
+
 finish() {
     local status=$?
     if [[ "$STACK_UP" -eq 1 && "$status" -ne 0 ]]; then
@@ -306,6 +329,32 @@ finish() {
         docker_engine_down || true
     fi
     exit "$status"
+}
+
+# The fault rows: the stack with deploy/faults/compose.yml, the chaos crate's compose-chaos
+# against it (seckill-2 hurt, seckill-1 and seckill-3 carrying on), then down -v.
+run_fault_rows() {
+    local bin status=0 rows=()
+    log "cargo build --profile $CHAOS_PROFILE -p chaos --bin compose-chaos (log: $WORK/build-compose-chaos.log)"
+    cargo build --profile "$CHAOS_PROFILE" -p chaos --bin compose-chaos >"$WORK/build-compose-chaos.log" 2>&1 ||
+        die_with_log "$WORK/build-compose-chaos.log" "building compose-chaos failed"
+    bin="target/$([[ "$CHAOS_PROFILE" == dev ]] && echo debug || echo release)/compose-chaos"
+    COMPOSE_FILES+=(-f deploy/faults/compose.yml)
+    compose config -q || die "compose config rejects the files: ${COMPOSE_FILES[*]}"
+    STACK_UP=1
+    # The chaos crate's admin token: it creates a sale per row.
+    SECKILL_ADMIN_TOKEN=chaos-admin-token timeout "$((UP_LIMIT + 30))" "${COMPOSE[@]}" "${COMPOSE_FILES[@]}" \
+        up -d --wait --wait-timeout "$UP_LIMIT" >"$WORK/up-faults.log" 2>&1 ||
+        die_with_log "$WORK/up-faults.log" "compose up --wait (fault stack) failed"
+    [[ -z "$FAULT_ROWS" ]] || rows=(--only "$FAULT_ROWS")
+    timeout "$FAULTS_LIMIT" "$bin" $([[ "$bounded" -eq 1 ]] && echo --bounded) "${rows[@]}" \
+        --project "$PROJECT" --docker "$DOCKER" \
+        --instances "seckill-1=http://127.0.0.1:$SECKILL_1_PORT,seckill-2=http://127.0.0.1:$SECKILL_2_PORT,seckill-3=http://127.0.0.1:$SECKILL_3_PORT" \
+        --database-url "postgres://seckill:${POSTGRES_PASSWORD:-seckill}@127.0.0.1:$FAULTS_PG_PORT/seckill" \
+        --work-dir "$WORK" --out-dir "$WORK" --commit "$(git rev-parse HEAD 2>/dev/null || echo unknown)" ||
+        status=$?
+    sed -n '/^| scenario/,/^$/p' "$WORK/chaos-containers.md" >&2 2>/dev/null || true
+    [[ "$status" -eq 0 ]] || die "the fault rows across containers failed (exit $status; $WORK/chaos-containers.md)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -353,10 +402,14 @@ if [[ "$keep" -eq 1 ]]; then
 fi
 
 step "down -v"
-stack_down
-remaining="$(leftovers)"
-[[ -z "$remaining" ]] || die "left behind after down -v: $remaining"
-log "nothing of project '$PROJECT' is left (containers, networks, volumes)"
+down_and_check
+
+if [[ "$faults" -eq 1 ]]; then
+    step "fault rows across containers"
+    run_fault_rows
+    step "down -v (fault stack)"
+    down_and_check
+fi
 step ""
 
 log "images:"

@@ -147,6 +147,28 @@ impl Api {
         .await
     }
 
+    /// `GET /v1/sales/{sku}/owners`: the shards of `sku` the instance owns now, with the fence
+    /// it claimed each with (owned strategies).
+    pub async fn owned_shards(&self, sku: &str) -> Result<Vec<(i32, i64)>> {
+        match send(
+            self.http
+                .get(format!("{}/v1/sales/{sku}/owners", self.base)),
+        )
+        .await
+        {
+            Reply::Http { status: 200, body } => Ok(body["shards"]
+                .as_array()
+                .map(|shards| {
+                    shards
+                        .iter()
+                        .filter_map(|s| Some((s["shard"].as_i64()? as i32, s["fence"].as_i64()?)))
+                        .collect()
+                })
+                .unwrap_or_default()),
+            other => bail!("GET owners failed: {other:?}"),
+        }
+    }
+
     /// `GET /metrics` as text.
     pub async fn metrics_text(&self) -> Result<String> {
         let response = self

@@ -14,6 +14,8 @@
 //! | [`environment`] | the servers shared by all scenarios and the seckill binary |
 //! | [`faultproxy`] | a userspace TCP proxy that can reset, delay or blackhole connections |
 //! | [`api`] | the HTTP client of one seckill instance |
+//! | [`container`] | a seckill instance as a container of the compose stack: pause, kill, cut a network |
+//! | [`container_rows`] | the fault rows across containers (`scripts/compose.sh`), judged like the one-host rows |
 //! | [`history`] | the recorded operations and how a response classifies |
 //! | [`load`] | the bounded load: workers pinned to instances, recording the history |
 //! | [`settlement`] | the lifecycle rows' payments and cancellations, and how their answers classify |
@@ -28,6 +30,8 @@
 
 pub mod api;
 pub mod checker;
+pub mod container;
+pub mod container_rows;
 pub mod environment;
 pub mod faultproxy;
 pub mod harness;

@@ -195,8 +195,10 @@ impl ScenarioReport {
 pub struct SuiteReport {
     /// Always `chaos`.
     pub suite: &'static str,
-    /// `full` or `bounded`.
+    /// `full` or `bounded` (`containers-full`, `containers-bounded`: the rows across containers).
     pub mode: &'static str,
+    /// seckill instances under load.
+    pub instances: usize,
     /// When it started (RFC 3339, UTC).
     pub started_at: String,
     /// Wall time of the suite (without the build).
@@ -232,13 +234,14 @@ impl SuiteReport {
         let _ = writeln!(md, "# Chaos suite ({} run): {verdict}\n", self.mode);
         let _ = writeln!(
             md,
-            "Started {} UTC, {:.1} s, commit `{}`. Lock lease {} ms, request deadline {} ms, {} client tasks over 2 instances.\n",
+            "Started {} UTC, {:.1} s, commit `{}`. Lock lease {} ms, request deadline {} ms, {} client tasks over {} instances.\n",
             self.started_at,
             self.duration_ms as f64 / 1000.0,
             self.commit.as_deref().unwrap_or("unknown"),
             self.budget.service.lock_lease_ms,
             self.budget.service.request_deadline_ms,
             self.budget.workers,
+            self.instances,
         );
         md.push_str("| scenario | strategy | result | faults | requests | acknowledged | lost | oversold | duplicates | stale rejected | recovery ms |\n");
         md.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -387,6 +390,7 @@ mod tests {
         let suite = SuiteReport {
             suite: "chaos",
             mode: "bounded",
+            instances: 2,
             started_at: "now".into(),
             duration_ms: 1,
             commit: None,

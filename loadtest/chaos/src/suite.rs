@@ -67,6 +67,7 @@ pub async fn run(options: SuiteOptions) -> Result<SuiteReport> {
     let report = SuiteReport {
         suite: "chaos",
         mode: options.mode.as_str(),
+        instances: 2,
         started_at,
         duration_ms: started.elapsed().as_millis() as u64,
         commit: options.commit,

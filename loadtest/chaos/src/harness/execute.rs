@@ -147,7 +147,8 @@ async fn execute(
     let rounds = run.rounds_run();
     let is_gate = gate::is_gate(plan.strategy());
     if plan.sells_out() && !is_gate {
-        drain(&mut run).await;
+        let cap = run.budget.drain_cap;
+        drain(cap, async || run.probe().await).await;
     } else {
         tokio::time::sleep(budget.settle).await;
     }
@@ -199,7 +200,12 @@ async fn execute(
         rounds,
         gate: gate_outcome.as_ref(),
     };
-    report.checks = judge::shared_checks(plan, &outcome, instances);
+    let alive: Vec<(String, bool)> = instances
+        .iter()
+        .map(|i| (i.name().to_owned(), i.is_alive()))
+        .collect();
+    report.checks =
+        judge::shared_checks(plan.strategy(), plan.expects_violation(), &outcome, &alive);
     judge::mark_reported_only(&mut report.checks, plan.reported_only());
     report.checks.extend(plan.expectations(&outcome));
     let recovery = judge::recovery(&faults, &ops, report);
@@ -270,13 +276,13 @@ async fn execute(
 
 /// Keeps the load on until the sale is sold out: no stock left, or nothing sold for a second
 /// (the service answers `sold_out` from memory once PostgreSQL confirmed it, even if stale writes
-/// left phantom stock in the shards); at most the drain cap.
-async fn drain(run: &mut FaultRun<'_>) {
-    let until = Instant::now() + run.budget.drain_cap;
+/// left phantom stock in the shards); at most `cap`. `probe` reads the sale's state.
+pub async fn drain(cap: Duration, mut probe: impl AsyncFnMut() -> Result<super::Probe>) {
+    let until = Instant::now() + cap;
     progress!("  draining the sale to sold out");
     let (mut last_sold, mut since) = (-1, Instant::now());
     while Instant::now() < until {
-        if let Ok(p) = run.probe().await {
+        if let Ok(p) = probe().await {
             if p.remaining == 0
                 || (p.sold == last_sold && since.elapsed() >= Duration::from_secs(1))
             {

@@ -38,6 +38,20 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// The sale's stock as PostgreSQL has it now, without the instances' counters.
+    pub async fn stock(db: &tokio_postgres::Client, sku: &str) -> Result<Self> {
+        let row = db.query_one(PROBE_SQL, &[&sku]).await?;
+        Ok(Self {
+            fence_rejections: row.get(0),
+            inconsistent_shards: row.get(1),
+            oversold: row.get(2),
+            remaining: row.get(3),
+            sold: row.get(4),
+            leases_lost: Vec::new(),
+            late_grants: Vec::new(),
+        })
+    }
+
     /// Whether the stock is visibly corrupted.
     pub fn violated(&self) -> bool {
         self.inconsistent_shards > 0 || self.oversold > 0
@@ -239,16 +253,13 @@ impl FaultRun<'_> {
             self.db = Some(self.env.db().await?);
         }
         let db = self.db.as_ref().context("no database connection")?;
-        let row = db.query_one(PROBE_SQL, &[&self.sku]).await;
-        let row = match row {
-            Ok(row) => row,
+        let mut probe = match Probe::stock(db, self.sku).await {
+            Ok(probe) => probe,
             Err(e) => {
                 self.db = None; // reconnect next time (e.g. PostgreSQL restarted)
-                return Err(e.into());
+                return Err(e);
             }
         };
-        let mut leases_lost = Vec::with_capacity(self.instances.len());
-        let mut late_grants = Vec::with_capacity(self.instances.len());
         for instance in self.instances.iter() {
             let metrics = if instance.is_paused() {
                 None
@@ -261,18 +272,10 @@ impl FaultRun<'_> {
                     .and_then(|m| m.get(name).copied())
                     .unwrap_or(0.0)
             };
-            leases_lost.push(counter("lockkit_leases_lost_total"));
-            late_grants.push(counter("lockkit_late_grants_total"));
+            probe.leases_lost.push(counter("lockkit_leases_lost_total"));
+            probe.late_grants.push(counter("lockkit_late_grants_total"));
         }
-        Ok(Probe {
-            fence_rejections: row.get(0),
-            inconsistent_shards: row.get(1),
-            oversold: row.get(2),
-            remaining: row.get(3),
-            sold: row.get(4),
-            leases_lost,
-            late_grants,
-        })
+        Ok(probe)
     }
 
     /// Blackholes `proxy` for `length`, then lets the held bytes through, recorded as a fault

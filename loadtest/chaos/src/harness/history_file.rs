@@ -7,7 +7,7 @@ use crate::{checker, history::Op, settlement::SettleOp};
 /// Writes the history as JSON lines: every operation (`invoked_ms`, `completed_ms`, `outcome`,
 /// `key`, ...), then every payment and cancellation (`{"settle": ...}`), then every resolution of
 /// an unknown one (`{"resolution": ...}`).
-pub(super) fn write_history(
+pub fn write_history(
     path: &std::path::Path,
     ops: &[Op],
     settles: &[SettleOp],

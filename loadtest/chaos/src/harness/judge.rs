@@ -3,11 +3,10 @@
 //! ([`mark_reported_only`]), and recovery after each fault. The findings themselves come from
 //! [`crate::checker`].
 
-use super::{FENCED, FaultPlan, Probe};
+use super::{FENCED, Probe};
 use crate::{
     checker::Findings,
     history::{Op, Outcome},
-    processes::seckill::Instance,
     report::{Check, FaultEvent, ScenarioReport},
     scenarios::gate::GateOutcome,
 };
@@ -47,11 +46,13 @@ impl RunOutcome<'_> {
     }
 }
 
-/// The checks every fault scenario must pass, and the stock checks (which the control must fail).
-pub(super) fn shared_checks(
-    plan: &impl FaultPlan,
+/// The checks every fault scenario must pass, and the stock checks (which a control, one that
+/// `expects_violation`, must fail). `alive` names each instance and whether it is still up.
+pub fn shared_checks(
+    strategy: &str,
+    expects_violation: bool,
     outcome: &RunOutcome<'_>,
-    instances: &[Instance],
+    alive: &[(String, bool)],
 ) -> Vec<Check> {
     let f = outcome.findings;
     let mut checks = vec![
@@ -121,16 +122,10 @@ pub(super) fn shared_checks(
         ),
         Check::new(
             "instances_survived",
-            instances.iter().all(Instance::is_alive),
-            instances
+            alive.iter().all(|(_, up)| *up),
+            alive
                 .iter()
-                .map(|i| {
-                    format!(
-                        "{}: {}",
-                        i.name(),
-                        if i.is_alive() { "alive" } else { "DEAD" }
-                    )
-                })
+                .map(|(name, up)| format!("{name}: {}", if *up { "alive" } else { "DEAD" }))
                 .collect::<Vec<_>>()
                 .join(", "),
         ),
@@ -175,7 +170,7 @@ pub(super) fn shared_checks(
         "sold {} of {}, oversold {}, {} shards negative, {} shards inconsistent ({} units of phantom stock)",
         f.sold, f.total, f.oversold, f.negative_shards, f.inconsistent_shards, f.phantom_stock
     );
-    if plan.expects_violation() {
+    if expects_violation {
         let detected = f.oversold > 0
             || f.negative_shards > 0
             || f.inconsistent_shards > 0
@@ -202,7 +197,7 @@ pub(super) fn shared_checks(
         // so such a check could not fail. The counts stay figures (see `fence_order_violations`).
         // In real time the claim log can see more: a write landing after a newer owner claimed
         // (owned strategies log their claims); the unfenced control shows it can fail.
-        if plan.strategy() == FENCED {
+        if strategy == FENCED {
             checks.push(Check::new(
                 "no_write_after_takeover",
                 f.writes_after_takeover == 0,
@@ -267,11 +262,7 @@ fn first_after(fault: &FaultEvent, ops: &[Op], counts: fn(&Outcome) -> bool) -> 
 }
 
 /// The worst recovery over the faults; each one's also goes into the report's figures.
-pub(super) fn recovery(
-    faults: &[FaultEvent],
-    ops: &[Op],
-    report: &mut ScenarioReport,
-) -> Option<u64> {
+pub fn recovery(faults: &[FaultEvent], ops: &[Op], report: &mut ScenarioReport) -> Option<u64> {
     let each: Vec<Option<u64>> = faults
         .iter()
         .filter(|f| f.healed_ms.is_some())

@@ -27,8 +27,9 @@ mod history_file;
 mod judge;
 mod plan;
 
-pub use execute::{run, scenario_name};
+pub use execute::{drain, run, scenario_name};
 pub use fault_run::{FaultRun, Probe};
-pub use judge::RunOutcome;
+pub use history_file::write_history;
 pub(crate) use judge::placed;
+pub use judge::{RunOutcome, recovery, shared_checks};
 pub use plan::{FENCED, FaultPlan, TARGET};
