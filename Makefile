@@ -9,7 +9,7 @@ help:
 	@echo "make status     show what is running"
 	@echo "make test       start services, run all tests (clippy, cargo package -p lockkit, nextest + doctests with the"
 	@echo "                owned-shards model check, the bench runner's pytest, the bench smoke run, the bounded chaos"
-	@echo "                suite), stop services"
+	@echo "                suite, the bounded compose check with its pause row and control), stop services"
 	@echo "make demo       starts the services, builds seckill + faultproxy (release), then three acts live on two instances:"
 	@echo "                1. strategy none oversells; 2. owned-shards sells 10000 units over 20 shards exactly;"
 	@echo "                3. the same sale while b's PostgreSQL traffic is held past its lease (up to three rounds,"
@@ -24,8 +24,10 @@ help:
 	@echo "                (scripts/chaos.sh --bounded: every scenario shortened, as make test runs it)"
 	@echo "make compose    docker-compose.yml for real: installs Docker if missing, builds every image (local stand-ins"
 	@echo "                where none can be pulled), compose up --wait, k6 sells a 10000-unit sale through both"
-	@echo "                seckill containers, audit, published ports, down -v (docs/docker.md;"
-	@echo "                scripts/compose.sh --bounded: tighter limits, shorter sale)"
+	@echo "                seckill containers, audit, published ports, down -v; then the fault rows across three"
+	@echo "                containers (network disconnect from PostgreSQL and from Redis, pause, kill, the unfenced"
+	@echo "                control) (docs/docker.md; scripts/compose.sh --bounded: tighter limits, shorter sale,"
+	@echo "                the pause row and its control)"
 
 services:
 	bash scripts/services.sh up

@@ -3,8 +3,9 @@
 #
 # Starts the services (scripts/services.sh up), checks that lockkit packages and builds on its own
 # (cargo package), runs every test of the workspace, the bench runner's pytest tests
-# (loadtest/bench/tests), the bench smoke run and the bounded chaos suite,
-# then stops the services again on exit, whatever happened, unless KEEP_SERVICES=1. QUICK=1 runs
+# (loadtest/bench/tests), the bench smoke run, the bounded chaos suite and the bounded compose
+# check (docker-compose.yml built and run by a Docker engine, one sale, the pause row across
+# containers and its control; scripts/compose.sh --bounded), then stops the services again on exit, whatever happened, unless KEEP_SERVICES=1. QUICK=1 runs
 # only the cargo and pytest tests.
 # Exits non-zero if any test failed. Extra arguments are passed to the test runner.
 set -euo pipefail
@@ -77,7 +78,7 @@ python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || s
 # instances; audits and thresholds, no speed targets) and the chaos suite shortened. QUICK=1
 # skips them for a fast local loop; CI always runs them.
 if [[ "${QUICK:-0}" != 1 ]]; then
-    for step in "scripts/bench.sh --smoke" "scripts/chaos.sh --bounded"; do
+    for step in "scripts/bench.sh --smoke" "scripts/chaos.sh --bounded" "scripts/compose.sh --bounded"; do
         log "$step"
         # shellcheck disable=SC2086  # the step is a command line
         bash $step || { log "$step FAILED"; status=1; }

@@ -5,8 +5,8 @@
 //! Each row creates a fresh 20-shard sale, drives the bounded load over all three instances,
 //! hurts [`TARGET`] for longer than its 1 s lease, heals, and checks the history against
 //! PostgreSQL: lost 0, oversold 0, no write after takeover. A row repeats its fault (up to the
-//! budget's rounds) until it sees the fault take effect: another instance claimed shards while the
-//! target was cut off, or the target reported a lease lost, or a fence refused it. The control
+//! budget's rounds) until it sees the fault take effect: a shard the target owned before the
+//! fault is no longer its own under the same fence, or a fence refused it. The control
 //! runs the pause against `redis-lock`, the lab's locks without fences, and must be caught.
 //!
 //! Where the one-host suite holds a proxy's bytes or signals a process, these cut a real
@@ -246,29 +246,42 @@ async fn execute(
 
     let target = &stack.containers[TARGET];
     let mut faults = Vec::new();
-    let mut took_effect = Vec::new();
+    let (mut rounds, mut took_effect) = (Vec::new(), false);
     let injected = async {
         for round in 1..=budget.max_fault_rounds {
-            let before = Effect::read(&db, &apis[TARGET], &sku, target).await?;
-            let action = inject(row.fault, stack, budget.fault_length).await?;
-            let at_ms = clock.now_ms() - budget.fault_length.as_millis() as u64;
+            let before = Ownership::read(&db, &apis[TARGET], &sku).await?;
+            let at_ms = clock.now_ms();
+            let action = hurt(row.fault, stack).await?;
+            progress!(
+                "  fault: {action} for {} ms",
+                budget.fault_length.as_millis()
+            );
+            tokio::time::sleep(budget.fault_length).await;
             heal(stack).await?;
             faults.push(FaultEvent {
-                action,
+                action: format!("{action} for {} ms", budget.fault_length.as_millis()),
                 at_ms,
                 healed_ms: Some(clock.now_ms()),
                 instance: Some(TARGET),
             });
+            // The others need a moment to claim what the target gave up, and a restarted target
+            // to come back into the sale.
+            tokio::time::sleep(budget.fault_gap).await;
             let effect = if row.is_control() {
-                Probe::stock(&db, &sku).await?.violated()
+                let violated = Probe::stock(&db, &sku).await?.violated();
+                rounds.push(format!("stock corrupted: {violated}"));
+                violated
             } else {
-                Effect::seen_since(&before, &db, &apis[TARGET], &sku, target, row.fault).await?
+                let after = Ownership::read(&db, &apis[TARGET], &sku).await?;
+                let change = after.since(&before);
+                rounds.push(change.to_string());
+                change.took_effect()
             };
-            took_effect.push(effect);
             if effect && round >= budget.fault_rounds {
+                took_effect = true;
                 break;
             }
-            tokio::time::sleep(budget.fault_gap).await;
+            took_effect |= effect;
         }
         anyhow::Ok(())
     }
@@ -302,28 +315,25 @@ async fn execute(
     for container in &stack.containers {
         alive.push((container.name().to_owned(), container.is_up().await));
     }
-    let rounds = faults.len() as u32;
     let outcome = RunOutcome {
         findings: &findings,
         probe: &Probe::default(),
         ops: &ops,
         faults: &faults,
-        rounds,
+        rounds: faults.len() as u32,
         gate: None,
     };
     report.checks = shared_checks(row.strategy, row.is_control(), &outcome, &alive);
     if !row.is_control() {
         report.checks.push(Check::new(
             "fault_took_effect",
-            took_effect.iter().any(|&seen| seen),
-            format!(
-                "rounds where another instance claimed shards while {} was cut off, or it reported leases lost, or a fence refused it: {took_effect:?}",
-                target.name()
-            ),
+            took_effect,
+            format!("{} after each round: {}", target.name(), rounds.join("; ")),
         ));
     }
     report.recovery_ms = recovery(&faults, &ops, report);
-    report.figure("fault_rounds", rounds);
+    report.figure("fault_rounds", faults.len());
+    report.figure("rounds", rounds);
     report.figure("writes_after_takeover", findings.writes_after_takeover);
     report.figure(
         "status_counts",
@@ -352,38 +362,28 @@ async fn execute(
     Ok(())
 }
 
-/// Does `fault` to the target for `length`; returns what was done, for the report.
-async fn inject(fault: Fault, stack: &Stack, length: Duration) -> Result<String> {
+/// Does `fault` to the target; returns what was done, for the report.
+async fn hurt(fault: Fault, stack: &Stack) -> Result<String> {
     let target = &stack.containers[TARGET];
     let name = target.name();
-    let ms = length.as_millis();
-    let action = match fault {
+    Ok(match fault {
         Fault::CutDatabase => {
             target.disconnect(&stack.data_network).await?;
-            format!(
-                "docker network disconnect {} {name} for {ms} ms",
-                stack.data_network
-            )
+            format!("docker network disconnect {} {name}", stack.data_network)
         }
         Fault::CutLocks => {
             target.disconnect(&stack.locks_network).await?;
-            format!(
-                "docker network disconnect {} {name} for {ms} ms",
-                stack.locks_network
-            )
+            format!("docker network disconnect {} {name}", stack.locks_network)
         }
         Fault::Pause => {
             target.pause().await?;
-            format!("docker pause {name} for {ms} ms")
+            format!("docker pause {name}")
         }
         Fault::Kill => {
             target.kill().await?;
-            format!("docker kill {name}, docker start {ms} ms later")
+            format!("docker kill {name} (then docker start)")
         }
-    };
-    progress!("  fault: {action}");
-    tokio::time::sleep(length).await;
-    Ok(action)
+    })
 }
 
 /// Undoes whatever a row did: every container unpaused, running and on both networks.
@@ -407,54 +407,79 @@ async fn heal(stack: &Stack) -> Result<()> {
     Ok(())
 }
 
-/// The signs that the target lost its shards: a newer claim in PostgreSQL of a shard it owned,
-/// its own lease-loss counter, fence refusals.
+/// What the target owned at one moment, and the fence refusals so far.
 #[derive(Debug, Clone)]
-struct Effect {
-    /// The shards the target owned, with its fences (read before the fault).
+struct Ownership {
+    /// Its shards, with the fence it claimed each with.
     owned: Vec<(i32, i64)>,
-    leases_lost: f64,
+    /// Every claim of the sale's shards so far: shard and fence.
+    claims: Vec<(i32, i64)>,
     fence_rejections: i64,
 }
 
-impl Effect {
-    async fn read(
-        db: &tokio_postgres::Client,
-        api: &Api,
-        sku: &str,
-        target: &Container,
-    ) -> Result<Self> {
-        Ok(Self {
-            owned: api.owned_shards(sku).await.unwrap_or_default(),
-            leases_lost: target.counter("lockkit_leases_lost_total").await,
-            fence_rejections: Probe::stock(db, sku).await?.fence_rejections,
-        })
-    }
-
-    /// Whether the target's shards changed hands since `before` was read: one of them claimed
-    /// under a newer fence, a fence refusal, or (unless the target was killed, which restarts
-    /// its counters) a lease it reported lost.
-    async fn seen_since(
-        before: &Self,
-        db: &tokio_postgres::Client,
-        api: &Api,
-        sku: &str,
-        target: &Container,
-        fault: Fault,
-    ) -> Result<bool> {
+impl Ownership {
+    async fn read(db: &tokio_postgres::Client, api: &Api, sku: &str) -> Result<Self> {
         let claims = db
             .query(
                 "SELECT shard, fence FROM shard_claims WHERE sku = $1",
                 &[&sku],
             )
-            .await?;
-        let taken_over = claims.iter().any(|claim| {
-            let (shard, fence): (i32, i64) = (claim.get(0), claim.get(1));
-            before.owned.iter().any(|&(s, f)| s == shard && fence > f)
-        });
-        let after = Self::read(db, api, sku, target).await?;
-        Ok(taken_over
-            || after.fence_rejections > before.fence_rejections
-            || (fault != Fault::Kill && after.leases_lost > before.leases_lost))
+            .await?
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        Ok(Self {
+            // A target that cannot answer owns nothing it could act on.
+            owned: api.owned_shards(sku).await.unwrap_or_default(),
+            claims,
+            fence_rejections: Probe::stock(db, sku).await?.fence_rejections,
+        })
+    }
+
+    /// What changed from `before` to `self`.
+    fn since(&self, before: &Self) -> Change {
+        let newer_claim = |&(shard, fence): &(i32, i64)| {
+            self.claims.iter().any(|&(s, f)| s == shard && f > fence)
+        };
+        Change {
+            owned: before.owned.len(),
+            given_up: before
+                .owned
+                .iter()
+                .filter(|o| !self.owned.contains(o))
+                .count(),
+            claimed_anew: before.owned.iter().filter(|o| newer_claim(o)).count(),
+            refused: self.fence_rejections - before.fence_rejections,
+        }
+    }
+}
+
+/// How a round changed the target's hold on its shards.
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    /// Shards it owned before the fault.
+    owned: usize,
+    /// ... that it no longer owns under the same fence (lost, given back, or gone with it).
+    given_up: usize,
+    /// ... that someone (another instance, or it once restarted) claimed under a newer fence.
+    claimed_anew: usize,
+    /// Its claims and writes the fences refused meanwhile.
+    refused: i64,
+}
+
+impl Change {
+    /// The fault did what it is for: the target's hold on its shards ended.
+    fn took_effect(&self) -> bool {
+        self.given_up > 0 || self.refused > 0
+    }
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "owned {} shards, gave up {}, {} claimed anew under a newer fence, {} refused by fences",
+            self.owned, self.given_up, self.claimed_anew, self.refused
+        )
     }
 }
