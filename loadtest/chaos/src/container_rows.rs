@@ -147,9 +147,10 @@ pub async fn run_all(
         scenarios.push(report);
     }
     let environment = BTreeMap::from([
+        // Where, without the credentials.
         (
             "postgres".to_owned(),
-            Value::from(stack.database_url.clone()),
+            Value::from(stack.database_url.rsplit('@').next().unwrap_or_default()),
         ),
         (
             "containers".to_owned(),
@@ -232,15 +233,7 @@ async fn execute(
 
     let clock = Clock::start();
     let history = History::new(clock);
-    let spec = LoadSpec {
-        workers: budget.workers,
-        max_requests: budget.max_requests,
-        users: sale.users,
-        max_per_order: sale.max_per_order,
-        replay_fraction: budget.replay_fraction,
-        key_prefix: sku.clone(),
-        settling: None,
-    };
+    let spec = LoadSpec::for_sale(budget, &sale, &sku);
     let load = Load::start(apis.clone(), &sku, spec, history.clone());
     tokio::time::sleep(budget.warmup).await;
 

@@ -22,7 +22,7 @@ use tokio::{
 use crate::{
     api::{Api, Reply},
     history::{History, Invocation, OpKind, Outcome},
-    settings::Settling,
+    settings::{Budget, SaleSettings, Settling},
     settlement::{SettleAction, SettleOutcome},
 };
 
@@ -44,6 +44,22 @@ pub struct LoadSpec {
     /// The lifecycle rows: what buyers do with their reserved orders (`None`: nothing, they stay
     /// reserved for their sale's window, a day outside those rows).
     pub settling: Option<Settling>,
+}
+
+impl LoadSpec {
+    /// The budget's load on `sale`, keyed by `sku`; buyers settle their orders when the sale has
+    /// a payment window of its own (the lifecycle rows).
+    pub fn for_sale(budget: &Budget, sale: &SaleSettings, sku: &str) -> Self {
+        Self {
+            workers: budget.workers,
+            max_requests: budget.max_requests,
+            users: sale.users,
+            max_per_order: sale.max_per_order,
+            replay_fraction: budget.replay_fraction,
+            key_prefix: sku.to_owned(),
+            settling: sale.payment_window_ms.map(|_| budget.settling.clone()),
+        }
+    }
 }
 
 /// A running load.

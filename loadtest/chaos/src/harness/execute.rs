@@ -112,15 +112,7 @@ async fn execute(
 
     let clock = Clock::start();
     let history = History::new(clock);
-    let spec = LoadSpec {
-        workers: budget.workers,
-        max_requests: budget.max_requests,
-        users: sale.users,
-        max_per_order: sale.max_per_order,
-        replay_fraction: budget.replay_fraction,
-        key_prefix: sku.clone(),
-        settling: sale.payment_window_ms.map(|_| budget.settling.clone()),
-    };
+    let spec = LoadSpec::for_sale(budget, &sale, &sku);
     let load = Load::start(apis.clone(), &sku, spec.clone(), history.clone());
     tokio::time::sleep(budget.warmup).await;
 
