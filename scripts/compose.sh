@@ -30,7 +30,8 @@
 #     `compose-chaos` hurts seckill-2 past its lease: network disconnect from PostgreSQL, from
 #     Redis, docker pause, docker kill, and the pause against the unfenced control. Every row
 #     but the control must lose nothing and oversell nothing; the control must be caught. The
-#     bounded run does the pause and its control. Report: .run/compose/chaos-containers.{json,md}.
+#     bounded run does the pause and its control. Report: chaos-containers.{json,md} in
+#     loadtest/results (full run) or .run/compose (bounded).
 #     Then `down -v` again, and nothing left.
 #
 # Environment: COMPOSE_CHECK_PORT_BASE (host ports BASE..BASE+3, default 18081), COMPOSE_STANDINS
@@ -78,9 +79,11 @@ export SECKILL_ADMIN_TOKEN="compose-check-$$"
 if [[ "$bounded" -eq 1 ]]; then
     BUILD_LIMIT=1500 UP_LIMIT=120 SALE_RATE="${COMPOSE_SALE_RATE:-600}" SALE_DURATION="${COMPOSE_SALE_DURATION:-30s}"
     FAULT_ROWS="${COMPOSE_FAULT_ROWS:-containers-pause,containers-control}" CHAOS_PROFILE=dev FAULTS_LIMIT=300
+    FAULTS_OUT="$WORK"
 else
     BUILD_LIMIT=3600 UP_LIMIT=300 SALE_RATE="${COMPOSE_SALE_RATE:-500}" SALE_DURATION="${COMPOSE_SALE_DURATION:-45s}"
     FAULT_ROWS="${COMPOSE_FAULT_ROWS:-}" CHAOS_PROFILE=release FAULTS_LIMIT=900
+    FAULTS_OUT=loadtest/results
 fi
 SKU="compose-check-$(date +%s)"
 
@@ -351,10 +354,10 @@ run_fault_rows() {
         --project "$PROJECT" --docker "$DOCKER" \
         --instances "seckill-1=http://127.0.0.1:$SECKILL_1_PORT,seckill-2=http://127.0.0.1:$SECKILL_2_PORT,seckill-3=http://127.0.0.1:$SECKILL_3_PORT" \
         --database-url "postgres://seckill:${POSTGRES_PASSWORD:-seckill}@127.0.0.1:$FAULTS_PG_PORT/seckill" \
-        --work-dir "$WORK" --out-dir "$WORK" --commit "$(git rev-parse HEAD 2>/dev/null || echo unknown)" ||
+        --work-dir "$WORK" --out-dir "$FAULTS_OUT" --commit "$(git rev-parse HEAD 2>/dev/null || echo unknown)" ||
         status=$?
-    sed -n '/^| scenario/,/^$/p' "$WORK/chaos-containers.md" >&2 2>/dev/null || true
-    [[ "$status" -eq 0 ]] || die "the fault rows across containers failed (exit $status; $WORK/chaos-containers.md)"
+    sed -n '/^| scenario/,/^$/p' "$FAULTS_OUT/chaos-containers.md" >&2 2>/dev/null || true
+    [[ "$status" -eq 0 ]] || die "the fault rows across containers failed (exit $status; $FAULTS_OUT/chaos-containers.md)"
 }
 
 # ---------------------------------------------------------------------------------------------
