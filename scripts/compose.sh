@@ -3,8 +3,8 @@
 # sold through both seckill containers, then everything torn down.
 #
 #   scripts/compose.sh              full check (`make compose`)
-#   scripts/compose.sh --bounded    the same with every step under a tighter time limit and a
-#                                   shorter sale (what `make test` would run)
+#   scripts/compose.sh --bounded    what `make test` runs: a `dev` (unoptimised) seckill image,
+#                                   tighter time limits, a shorter sale, two fault rows
 #   scripts/compose.sh --keep       leave the stack running at the end (ports below)
 #   scripts/compose.sh --no-faults  skip the fault rows (step 6)
 #
@@ -18,7 +18,8 @@
 #     deploy/standins/compose.yml. Grafana has no stand-in: its provisioning and dashboard are
 #     checked statically (scripts/grafana_check.py).
 #  3. `compose build`: the seckill image through deploy/Dockerfile, cargo stage included
-#     (BuildKit cache mounts keep the registry and target between runs). With stand-ins, its builder is a local image
+#     (BuildKit cache mounts keep the registry and target between runs), cargo profile release
+#     (dev when bounded: SECKILL_CARGO_PROFILE). With stand-ins, its builder is a local image
 #     carrying the host's Rust toolchain (RUST_IMAGE=seckill-standin/rust:host).
 #  4. `compose up --wait`, then k6 (profile `load`) sells a fresh 10000-unit sale through both
 #     instances; the audit (computed in PostgreSQL) must say sold 10000, oversold 0, duplicates 0,
@@ -80,10 +81,13 @@ if [[ "$bounded" -eq 1 ]]; then
     BUILD_LIMIT=1500 UP_LIMIT=120 SALE_RATE="${COMPOSE_SALE_RATE:-600}" SALE_DURATION="${COMPOSE_SALE_DURATION:-30s}"
     FAULT_ROWS="${COMPOSE_FAULT_ROWS:-containers-pause,containers-control}" CHAOS_PROFILE=dev FAULTS_LIMIT=300
     FAULTS_OUT="$WORK"
+    # The same Dockerfile and crates, unoptimised: half the cold build, to fit `make test`.
+    export SECKILL_CARGO_PROFILE=dev
 else
     BUILD_LIMIT=3600 UP_LIMIT=300 SALE_RATE="${COMPOSE_SALE_RATE:-500}" SALE_DURATION="${COMPOSE_SALE_DURATION:-45s}"
     FAULT_ROWS="${COMPOSE_FAULT_ROWS:-}" CHAOS_PROFILE=release FAULTS_LIMIT=900
     FAULTS_OUT=loadtest/results
+    export SECKILL_CARGO_PROFILE=release
 fi
 SKU="compose-check-$(date +%s)"
 
