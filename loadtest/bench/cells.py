@@ -45,7 +45,7 @@ class CellSpec:
         if self.kind == "throughput":
             return "-tp"
         if self.kind == "latency":
-            return f"-lat{round((self.fraction or 0) * 100)}"
+            return f"-at{self.rate}"
         return ""
 
     @property

@@ -21,13 +21,13 @@ from pathlib import Path
 from . import ceilings, locks
 from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
-from .latency import latency_specs, point_flag
+from .latency import latency_specs, point_flag, point_spec
 from .machine import git_info, machine_info
 from .processes import Instance, SetupError, log, log_findings, rel
 from .publish import print_summary, write_results
 from .result import RunResult
 from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
-                       MAIN_CELLS, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
+                       MAIN_CELLS, MODERATE_RATE, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
                        SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S,
                        LoadModel, Preset, pre_vus)
 from .stores import Pg, Redis, loopback_only
@@ -246,6 +246,8 @@ def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunR
     tp = {(c.strategy, c.shards): c for c in res.strategies if c.kind == "throughput"}
     points = [s for key in plan.latency if key in tp and tp[key].orders_per_sec > 0
               for s in latency_specs(tp[key], LATENCY_FRACTIONS, args.latency_duration)]
+    if (owned := tp.get(("owned-shards", 20))) and owned.orders_per_sec > 0 and ("owned-shards", 20) in plan.latency:
+        points.append(point_spec(owned, MODERATE_RATE, args.latency_duration))
     for key in plan.latency:
         if key not in tp:
             log(f"latency points of {key[0]}/{key[1]}: not run (no throughput cell of it in this run)")
@@ -386,7 +388,7 @@ def main(argv=None) -> int:
     if args.only_capacity:
         res.targets = [] if args.smoke else capacity_targets(res.capacity)
     else:
-        res.targets = evaluate_targets(res.strategies, res.ceilings, res.lockkit, args.smoke, res.capacity)
+        res.targets = evaluate_targets(res.strategies, res.ceilings, res.lockkit, args.smoke, res.capacity, res.latency)
     write_results(res, results, stamp, complete=rc == 0)
     print_summary(res)
     if res.violations:

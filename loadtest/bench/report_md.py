@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from .capacity import WrkResult, box_cpu_pct
 from .cells import CellResult
-from .latency import point_flag
+from .latency import point_flag, server_us_per_order
 from .locks import CONTENDED_C, LOCK_CONCURRENCIES, PEER_LIBRARIES, REDLOCK_PEERS
 from .result import RunResult
+from .settings import MODERATE_RATE
 
 LATENCY_SVG = "latest-latency.svg"
 
@@ -172,17 +173,20 @@ def latency_rows(res: RunResult) -> list[str]:
          f"strategy's throughput cell (orders/s) in this run, offered as arrivals/s for {s.get('latency_duration_s')} s on "
          "a sale whose stock outlasts the load, with a VU pool of one second of arrivals (a quarter of it started up "
          "front) so that k6 sends every arrival (an open model). A point where k6 still dropped arrivals (`dropped_iterations`) fell back to a closed loop: "
-         "its percentiles ignore the requests never sent, so it is flagged NOT VALID and left out of the chart.", "",
+         "its percentiles ignore the requests never sent, so it is flagged NOT VALID and left out of the chart. "
+         f"owned-shards has one more point at a fixed {MODERATE_RATE} arrivals/s (the moderate load of its cost target). "
+         "Server CPU per order: seckill + PostgreSQL + Redis over k6's whole run (the sale's setup and the teardown "
+         "audit included), per order made.", "",
          f"![p99 against offered load per strategy]({LATENCY_SVG})", ""]
     rows = []
     for c in res.latency:
         flag = point_flag(c)
         rows.append([c.strategy, str(c.shards), f"{(c.spec.fraction or 0) * 100:.0f}%", fmt(c.spec.rate), fmt(c.orders_per_sec),
                      fmt(c.p50_ms, 1), fmt(c.p90_ms, 1), fmt(c.p99_ms, 1), fmt(c.dropped_iterations), fmt(c.max_vus),
-                     fmt(c.busy), fmt(c.errors),
+                     fmt(c.busy), fmt(c.errors), fmt((server_us_per_order(c) or {}).get("total")),
                      "ok" if not flag and not c.violations else f"**NOT VALID**: {flag}" if flag else "**VIOLATION**"])
     return L + table(["strategy", "shards", "offered", "arrivals/s", "orders/s", "p50 ms", "p90 ms", "p99 ms", "dropped",
-                      "VUs used", "busy (503)", "errors", "point"], "lrrrrrrrrrrrl", rows)
+                      "VUs used", "busy (503)", "errors", "server CPU µs/order", "point"], "lrrrrrrrrrrrrl", rows)
 
 
 def ceiling_rows(res: RunResult) -> list[str]:

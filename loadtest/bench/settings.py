@@ -44,6 +44,9 @@ THROUGHPUT_USERS = 10_000_000
 # Latency points: offered loads as shares of the strategy's throughput cell in the same run.
 LATENCY_FRACTIONS = (0.25, 0.5, 0.75)
 LATENCY_DURATION_S = 10
+# The moderate fixed load of the cost target: owned-shards offered this many arrivals/s by k6, a
+# latency point at a fixed rate rather than a share of the throughput cell.
+MODERATE_RATE = 2000
 # Seconds to wait after a cell's load before reading pg_stat_database: PostgreSQL 15+ backends
 # flush their transaction counters when idle, at most once a second.
 PG_STATS_SETTLE_S = 1.5

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from .capacity import WrkResult
 from .cells import CellResult
 from .ceilings import PIPELINE
+from .latency import point_flag, server_us_per_order
 from .locks import LOCK_CONCURRENCIES, PEER_LIBRARIES
+from .settings import MODERATE_RATE
 
 TARGETS_DOC = {
     "lockkit_vs_redis": "lockkit uncontended >= 80% of the raw Redis pair rate at every concurrency (1, 16, 64)",
@@ -36,6 +38,9 @@ TARGETS_DOC = {
     "hot_owned_clean": "hot users (wrk, 200 buyers): owned-shards answers no 5xx and no 503",
     "hot_owned_vs_db_atomic": "hot users (wrk): owned-shards >= 2x db-atomic in decided answers/s (201, 200, 409: the "
                               "orders themselves stop at 200 users x the per-user limit)",
+    "moderate_owned_cpu": f"moderate fixed load (k6, {MODERATE_RATE} arrivals/s): owned-shards <= 200 µs of server CPU per "
+                          "order (seckill + PostgreSQL + Redis)",
+    "latency_owned_p99": "latency (k6, open model): owned-shards' p99 at 50% of its throughput <= 30 ms",
 }
 
 
@@ -229,8 +234,35 @@ def capacity_targets(cells: list[WrkResult]) -> list[Target]:
     return out
 
 
+def latency_targets(points: list[CellResult]) -> list[Target]:
+    """owned-shards' points: the cost per order at the moderate fixed load, and the p99 at half its
+    throughput cell (none when it ran no latency point). The half is of what k6 reached: half of
+    the wrk capacity is more than k6 can offer on a small box, which the detail says."""
+    owned = [c for c in points if c.strategy == "owned-shards" and c.shards == 20]
+    if not owned:
+        return []
+    out = []
+    moderate = next((c for c in owned if c.spec.rate == MODERATE_RATE), None)
+    cost = server_us_per_order(moderate) if moderate else None
+    if cost is None or point_flag(moderate):
+        why = "not run" if moderate is None else point_flag(moderate) or "no CPU profile"
+        out.append(_t("moderate_owned_cpu", False, why))
+    else:
+        out.append(_t("moderate_owned_cpu", cost["total"] <= 200,
+                      f"{cost['total']:.0f} µs per order (seckill {cost['seckill']:.0f} + PostgreSQL {cost['postgres']:.0f} "
+                      f"+ Redis {cost['redis']:.0f}) at {moderate.orders_per_sec:.0f} orders/s, {moderate.orders} orders"))
+    half = next((c for c in owned if c.spec.fraction == 0.5), None)
+    if half is None or point_flag(half):
+        out.append(_t("latency_owned_p99", False, "not run" if half is None else point_flag(half)))
+    else:
+        out.append(_t("latency_owned_p99", half.p99_ms <= 30,
+                      f"p99 {half.p99_ms:.1f} ms at {half.spec.rate} arrivals/s, 50% of the k6 throughput cell (k6 cannot "
+                      "offer half of the wrk capacity on this box)"))
+    return out
+
+
 def evaluate_targets(cells: list[CellResult], ceilings: dict, lk: dict, smoke: bool,
-                     capacity: list[WrkResult] | None = None) -> list[Target]:
+                     capacity: list[WrkResult] | None = None, points: list[CellResult] | None = None) -> list[Target]:
     """Every target of a run; the wrk cells' only outside smoke mode (its storm cell is a check)."""
     return (lock_targets(lk, smoke) + strategy_targets(cells, ceilings) + correctness_targets(cells)
-            + ([] if smoke else capacity_targets(capacity or [])))
+            + ([] if smoke else capacity_targets(capacity or []) + latency_targets(points or [])))

@@ -80,5 +80,5 @@ def test_a_cell_serialises_flat_with_its_kind_as_cell():
     out = cell("owned-shards", kind="latency", fraction=0.5).to_json()
 
     assert (out["strategy"], out["shards"], out["cell"], out["fraction"]) == ("owned-shards", 20, "latency", 0.5)
-    assert out["sku"] == "bench-r1-owned-shards-20-lat50"
+    assert out["sku"] == "bench-r1-owned-shards-20-at4000"
     assert "spec" not in out
