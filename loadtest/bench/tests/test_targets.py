@@ -104,3 +104,36 @@ def test_lockkit_against_rslock_misses_on_either_concurrency_or_missing_data():
     assert targets["lockkit_rate_vs_rslock"].status == "MISS"
     assert targets["lockkit_rate_vs_rslock"].detail.endswith("C=64: 50000.0 / 70000.0 pairs/s = x0.71")
     assert (none["lockkit_cpu_vs_rslock"].status, none["lockkit_cpu_vs_rslock"].detail.split("; ")[1]) == ("MISS", "C=64: no data")
+
+
+def point(fraction: float, rate: int, **fields):
+    """An owned-shards latency point that made 20 000 orders in a 10 s k6 run."""
+    return cell("owned-shards", kind="latency", fraction=fraction, rate=rate, orders=20_000, k6_wall_s=10.0, **fields)
+
+
+def test_the_moderate_load_cost_is_the_servers_cpu_per_order_of_the_fixed_rate_point():
+    # 20 + 16 + 1 = 37% of a core for 10 s over 20 000 orders: 185 µs per order.
+    cheap = point(0.6, 2000, cpu_profile={"seckill": 20.0, "postgres": 16.0, "redis": 1.0, "k6": 60.0})
+    # 30 + 20 + 1 = 51%: 255 µs.
+    costly = point(0.6, 2000, cpu_profile={"seckill": 30.0, "postgres": 20.0, "redis": 1.0, "k6": 60.0})
+
+    passed = by_id(evaluate_targets([], {}, {}, smoke=False, points=[cheap]))["moderate_owned_cpu"]
+    missed = by_id(evaluate_targets([], {}, {}, smoke=False, points=[costly]))["moderate_owned_cpu"]
+
+    assert (passed.status, missed.status) == ("PASS", "MISS")
+    assert passed.detail.startswith("185 µs per order (seckill 100 + PostgreSQL 80 + Redis 5)")
+
+
+def test_the_p99_target_reads_the_half_load_point_and_refuses_one_that_dropped_arrivals():
+    quick, slow = point(0.5, 1700, p99_ms=24.0), point(0.5, 1700, p99_ms=31.0)
+    dropped = point(0.5, 1700, p99_ms=10.0, dropped_iterations=12)
+
+    status = [by_id(evaluate_targets([], {}, {}, smoke=False, points=[p]))["latency_owned_p99"].status
+              for p in (quick, slow, dropped)]
+
+    assert status == ["PASS", "MISS", "MISS"]
+
+
+def test_without_an_owned_point_there_is_no_latency_target_and_smoke_has_none():
+    assert "moderate_owned_cpu" not in by_id(evaluate_targets([], {}, {}, smoke=False, points=[]))
+    assert "latency_owned_p99" not in by_id(evaluate_targets([], {}, {}, smoke=True, points=[point(0.5, 1700)]))
