@@ -28,8 +28,8 @@ from .publish import print_summary, write_results
 from .result import RunResult
 from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
                        MAIN_CELLS, MODERATE_RATE, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
-                       SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S,
-                       LoadModel, Preset, pre_vus)
+                       SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WORKERS_PER_INSTANCE, WRK_CONNECTIONS, WRK_THREADS,
+                       WRK_TIMEOUT_S, LoadModel, Preset, pre_vus)
 from .stores import Pg, Redis, loopback_only
 from .targets import capacity_targets, evaluate_targets
 from .unpaid import UNITS, UnpaidSpec, run_unpaid
@@ -161,7 +161,8 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "per_user_limit": plan.model.per_user_limit, "max_per_order": plan.model.max_per_order,
             "qty_mix": plan.model.qty_mix, "replay_fraction": plan.model.replay_fraction,
             "invalid_fraction": plan.model.invalid_fraction, "load_model_from": "loadtest/k6/lib/seckill.js defaults",
-            "instances": INSTANCES, "request_deadline_ms": REQUEST_DEADLINE_MS,
+            "instances": INSTANCES, "workers_per_instance": int(os.environ.get("SECKILL_WORKERS", WORKERS_PER_INSTANCE)),
+            "request_deadline_ms": REQUEST_DEADLINE_MS,
             "throughput_cells": [f"{n}/{sh}" for n, sh in plan.throughput],
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
             "latency_cells": [f"{n}/{sh}" for n, sh in plan.latency], "latency_fractions": list(LATENCY_FRACTIONS),
@@ -175,7 +176,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
 
 
 def start_instances(plan: Plan, run_dir: Path, token: str) -> list[Instance]:
-    env = dict(os.environ)
+    env = {"SECKILL_WORKERS": str(WORKERS_PER_INSTANCE), **os.environ}
     env.update({"REDIS_URL": plan.redis_url, "DATABASE_URL": plan.database_url,
                 "SECKILL_ADMIN_TOKEN": token, "NO_COLOR": "1", "RUST_LOG": os.environ.get("BENCH_RUST_LOG", "info")})
     instances: list[Instance] = []
