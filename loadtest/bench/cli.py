@@ -28,8 +28,8 @@ from .publish import print_summary, write_results
 from .result import RunResult
 from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
                        MAIN_CELLS, MODERATE_RATE, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
-                       SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WORKERS_PER_INSTANCE, WRK_CONNECTIONS, WRK_THREADS,
-                       WRK_TIMEOUT_S, LoadModel, Preset, pre_vus)
+                       SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S,
+                       LoadModel, Preset, instance_workers, pre_vus)
 from .stores import Pg, Redis, loopback_only
 from .targets import capacity_targets, evaluate_targets
 from .unpaid import UNITS, UnpaidSpec, run_unpaid
@@ -161,7 +161,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "per_user_limit": plan.model.per_user_limit, "max_per_order": plan.model.max_per_order,
             "qty_mix": plan.model.qty_mix, "replay_fraction": plan.model.replay_fraction,
             "invalid_fraction": plan.model.invalid_fraction, "load_model_from": "loadtest/k6/lib/seckill.js defaults",
-            "instances": INSTANCES, "workers_per_instance": int(os.environ.get("SECKILL_WORKERS", WORKERS_PER_INSTANCE)),
+            "instances": INSTANCES, "workers_per_instance": instance_workers(),
             "request_deadline_ms": REQUEST_DEADLINE_MS,
             "throughput_cells": [f"{n}/{sh}" for n, sh in plan.throughput],
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
@@ -176,7 +176,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
 
 
 def start_instances(plan: Plan, run_dir: Path, token: str) -> list[Instance]:
-    env = {"SECKILL_WORKERS": str(WORKERS_PER_INSTANCE), **os.environ}
+    env = {**os.environ, "SECKILL_WORKERS": str(instance_workers())}
     env.update({"REDIS_URL": plan.redis_url, "DATABASE_URL": plan.database_url,
                 "SECKILL_ADMIN_TOKEN": token, "NO_COLOR": "1", "RUST_LOG": os.environ.get("BENCH_RUST_LOG", "info")})
     instances: list[Instance] = []
@@ -247,7 +247,10 @@ def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunR
     tp = {(c.strategy, c.shards): c for c in res.strategies if c.kind == "throughput"}
     points = [s for key in plan.latency if key in tp and tp[key].orders_per_sec > 0
               for s in latency_specs(tp[key], LATENCY_FRACTIONS, args.latency_duration)]
-    if (owned := tp.get(("owned-shards", 20))) and owned.orders_per_sec > 0 and ("owned-shards", 20) in plan.latency:
+    # The moderate load, unless a share of the throughput cell already offers that rate (one sale per rate).
+    owned = tp.get(("owned-shards", 20))
+    offered = {s.rate for s in points if s.strategy == "owned-shards"}
+    if owned and owned.orders_per_sec > 0 and ("owned-shards", 20) in plan.latency and MODERATE_RATE not in offered:
         points.append(point_spec(owned, MODERATE_RATE, args.latency_duration))
     for key in plan.latency:
         if key not in tp:

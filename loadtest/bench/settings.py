@@ -76,6 +76,11 @@ INSTANCES = 2
 # owned-shards from 16 296 to 22 896 orders/s and from 83 to 58 µs of server CPU per order.
 WORKERS_PER_INSTANCE = max(1, (os.cpu_count() or 1) // INSTANCES)
 
+
+def instance_workers() -> int:
+    """The HTTP workers each instance runs: SECKILL_WORKERS from the environment, else its share."""
+    return int(os.environ.get("SECKILL_WORKERS", WORKERS_PER_INSTANCE))
+
 # k6 thresholds that `none` is expected to cross (it oversells): everything else must hold.
 NONE_ALLOWED_FAILURES = frozenset({"audit_oversold", "units_accepted"})
 

@@ -14,8 +14,8 @@
 -- 1. The idempotency index covers every order: unique on (sku, idempotency_key), without the
 --    partial predicate (NULL keys are distinct, so orders without a key are unaffected, and
 --    ON CONFLICT (sku, idempotency_key) WHERE idempotency_key IS NOT NULL infers it still). It now
---    answers `WHERE sku = $1` too (the audit, a reset's delete, the live view, the sweeper's
---    SKU), which orders_by_sku did; that index goes. An order writes one index entry fewer, and a
+--    answers `WHERE sku = $1` too (the audit, a reset's and a deleted sale's deletes, the gate's
+--    highest reference), which orders_by_sku did; that index goes. An order writes one index entry fewer, and a
 --    plan made on an empty table has no second index on sku to pick for the key probe.
 -- 2. The two functions plan with enable_seqscan off: every statement in them reads a table by its
 --    key (the sale, the batch's shards, keys, users, references), and the arrays they unnest are
