@@ -114,6 +114,11 @@ pub struct Owner {
     /// An owned shard unused this long is handed back.
     #[serde(rename = "idle_release_ms", with = "millis")]
     pub idle_release: Duration,
+    /// How long a buyer that PostgreSQL refused for the per-user limit is refused again from
+    /// memory, without a batch (0: never). A cancelled or expired order gives the buyer units
+    /// back, which a refusal from memory does not see for up to this long.
+    #[serde(rename = "limit_refusal_trust_ms", with = "millis")]
+    pub limit_refusal_trust: Duration,
 }
 
 /// An owner's batches.
@@ -223,7 +228,12 @@ impl Default for Locks {
 
 impl Default for Owner {
     fn default() -> Self {
-        Self { write_timeout: Duration::ZERO, lease_margin: true, idle_release: Duration::from_millis(500) }
+        Self {
+            write_timeout: Duration::ZERO,
+            lease_margin: true,
+            idle_release: Duration::from_millis(500),
+            limit_refusal_trust: Duration::from_millis(500),
+        }
     }
 }
 

@@ -120,6 +120,7 @@ impl Application {
             linger: settings.batch.linger,
             lease_margin: settings.owner.lease_margin,
             lock_order: if settings.batch.sorted_locks { LockOrder::Ascending } else { LockOrder::Arrival },
+            limit_refusal_trust: settings.owner.limit_refusal_trust,
             failpoint: settings.failpoint,
         };
         let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);

@@ -43,6 +43,9 @@ pub(crate) struct BatchSettings {
     pub(crate) lease_margin: bool,
     /// In which order a batch takes users and keys (arrival order: the deadlock control).
     pub(crate) lock_order: LockOrder,
+    /// How long a buyer PostgreSQL refused for the per-user limit is refused from memory, riding
+    /// no batch (see `limit_refusals`).
+    pub(crate) limit_refusal_trust: Duration,
     /// **Test only**: the failpoint, if one is enabled (the batcher honours `hold-batch-answers`).
     pub(crate) failpoint: Option<Failpoint>,
 }

@@ -18,9 +18,11 @@
 //! | `owner` | one sale's owned shards, their memory, decisions (reservations) |
 //! | `batcher` | committing decided orders in batches and answering them |
 //! | `linger` | how long a batch waits for more orders |
+//! | `limit_refusals` | buyers just refused for the per-user limit, refused again from memory |
 //! | `placement` | taking free shards, giving them back (empty, idle, fair share), heartbeats |
 
 mod batcher;
+mod limit_refusals;
 mod linger;
 mod owner;
 mod placement;
@@ -102,10 +104,16 @@ impl OwnedShards {
             if Instant::now() >= deadline {
                 return Err(BuyError::Api(InventoryError::Busy));
             }
+            if owner.refuses_for_limit(request) {
+                return Err(BuyError::UserLimit);
+            }
             if let Some(decided) = owner.decide(request) {
                 match decided.await {
                     Ok(Decided::Committed(record)) => return Ok(OwnedAttempt::Bought(record)),
-                    Ok(Decided::UserLimit) => return Err(BuyError::UserLimit),
+                    Ok(Decided::UserLimit) => {
+                        owner.limit_refused(request);
+                        return Err(BuyError::UserLimit);
+                    }
                     Ok(Decided::Duplicate) => return Err(BuyError::DuplicateKey),
                     Ok(Decided::Failed(e)) => return Err(BuyError::Api(e)),
                     Ok(Decided::Retry) => continue,
@@ -182,7 +190,7 @@ impl OwnedShards {
             owner.touch();
             return owner.clone();
         }
-        let owner = SaleOwner::new(sale.clone(), fencing);
+        let owner = SaleOwner::new(sale.clone(), fencing, self.batch.settings.limit_refusal_trust);
         if let Some(previous) = owners.insert(sale.sku.clone(), owner.clone()) {
             self.batch.surrenders.send(&previous, previous.close());
         }

@@ -24,7 +24,7 @@ use lockkit::{Fence, LockGuard};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::linger::Arrivals;
+use super::{limit_refusals::LimitRefusals, linger::Arrivals};
 use crate::{
     domain::Sale,
     domain::{Fencing, OrderRequest, ShardClaim, ShardId},
@@ -119,18 +119,30 @@ pub(crate) struct Surrendered {
     pub(crate) empty: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct State {
     /// At most one ownership per shard; see [`State::owned`] for how it is reached.
     pub(crate) shards: BTreeMap<ShardId, OwnedShard>,
     pub(crate) pending: Vec<Pending>,
     /// How fast orders are decided, for the batcher's linger.
     pub(crate) arrivals: Arrivals,
+    /// Buyers PostgreSQL refused for the per-user limit a moment ago.
+    limit_refusals: LimitRefusals,
     /// Set when the owner stops (sale reset, shutdown): nothing more is decided here.
     pub(crate) closed: bool,
 }
 
 impl State {
+    fn new(limit_refusal_trust: Duration) -> Self {
+        Self {
+            shards: BTreeMap::new(),
+            pending: Vec::new(),
+            arrivals: Arrivals::default(),
+            limit_refusals: LimitRefusals::new(limit_refusal_trust),
+            closed: false,
+        }
+    }
+
     /// The shard, if it is still owned under `claim`'s fence.
     pub(crate) fn owned(&self, claim: ShardClaim) -> Option<&OwnedShard> {
         self.shards.get(&claim.shard).filter(|owned| owned.fence == claim.fence)
@@ -171,11 +183,12 @@ pub(crate) struct SaleOwner {
 }
 
 impl SaleOwner {
-    pub(crate) fn new(sale: Sale, fencing: Fencing) -> Arc<Self> {
+    /// The owner of `sale` on this instance, remembering limit refusals for `limit_refusal_trust`.
+    pub(crate) fn new(sale: Sale, fencing: Fencing, limit_refusal_trust: Duration) -> Arc<Self> {
         Arc::new(Self {
             sale,
             fencing,
-            state: Mutex::default(),
+            state: Mutex::new(State::new(limit_refusal_trust)),
             work: Notify::new(),
             acquiring: tokio::sync::Mutex::new(()),
             stopped: CancellationToken::new(),
@@ -193,6 +206,17 @@ impl SaleOwner {
     pub(crate) fn is_idle(&self, idle: Duration) -> bool {
         let state = self.state.lock().unwrap();
         state.shards.is_empty() && state.pending.is_empty() && self.touched.lock().unwrap().elapsed() >= idle
+    }
+
+    /// Whether PostgreSQL refused this buyer as many units or fewer a moment ago (see
+    /// `limit_refusals`): the request is refused without a batch.
+    pub(crate) fn refuses_for_limit(&self, request: &OrderRequest) -> bool {
+        self.state.lock().unwrap().limit_refusals.refuses(&request.user_id, request.quantity.get(), Instant::now())
+    }
+
+    /// Notes that PostgreSQL refused `request` for the per-user limit.
+    pub(crate) fn limit_refused(&self, request: &OrderRequest) {
+        self.state.lock().unwrap().limit_refusals.record(&request.user_id, request.quantity.get(), Instant::now());
     }
 
     /// Decides `request` against memory: reserves its units and queues it for the next batch.

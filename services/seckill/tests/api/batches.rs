@@ -5,7 +5,8 @@
 //! batches that want the same users (or keys) in opposite orders are held at the same row until
 //! both wait, then let go: in ascending order both commit, and the control (arrival order,
 //! `SECKILL_BATCH__SORTED_LOCKS=false`) deadlocks every time. Then the function's outcome per order
-//! on a table of batches, and a lone order that waits for no linger.
+//! on a table of batches, a lone order that waits for no linger, and a buyer just refused for the
+//! per-user limit whose next order rides no batch.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -14,7 +15,7 @@ use rand::seq::SliceRandom;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, db, eventually, spawn_app_with, test_settings};
+use crate::helpers::{TestApp, assert_error, db, eventually, spawn_app_with, test_settings};
 
 /// Requests per instance and round: enough for both instances' batches to overlap.
 const ROUND: usize = 64;
@@ -157,6 +158,30 @@ async fn a_lone_order_waits_for_no_linger() {
 
     let response = answered.expect("the lone order did not wait for the linger");
     assert_eq!(response.status(), StatusCode::CREATED);
+}
+
+/// A buyer PostgreSQL refused for the per-user limit is refused from memory while the refusal is
+/// trusted, riding no batch: with the buyer's purchases cleared in PostgreSQL meanwhile (as a
+/// cancelled order on another instance would), a batch would take the next order, and memory
+/// still refuses it; a replay of the buyer's order is still answered with that order. The
+/// control without the memory (trust 0) sends the order to a batch, which takes it.
+#[tokio::test]
+async fn a_buyer_refused_for_the_limit_is_refused_from_memory_while_trusted() {
+    for (trust, after_clearing) in [(Duration::from_secs(600), StatusCode::CONFLICT), (Duration::ZERO, StatusCode::CREATED)] {
+        let mut settings = test_settings();
+        settings.owner.limit_refusal_trust = trust;
+        let app = spawn_app_with(settings).await;
+        let sku = app.create_sale(big_sale(1)).await;
+        assert_eq!(app.order(&sku, "hot", 1, Some("hot-1")).await.status(), StatusCode::CREATED);
+        assert_error(app.order(&sku, "hot", 1, Some("hot-2")).await, StatusCode::CONFLICT, "user_limit_reached").await;
+
+        let cleared = db().await.execute("UPDATE user_purchases SET bought = 0 WHERE sku = $1 AND user_id = 'hot'", &[&sku]).await.unwrap();
+        assert_eq!(cleared, 1);
+
+        assert_eq!(app.order(&sku, "hot", 1, Some("hot-3")).await.status(), after_clearing, "limit refusals trusted for {trust:?}");
+        assert_eq!(app.order(&sku, "hot", 1, Some("hot-1")).await.status(), StatusCode::OK, "the replay answers its order");
+        app.stop().await;
+    }
 }
 
 /// One batch, as the owner of shards 0 and 1 (fence 7) sends it to `seckill_commit_batch`.
