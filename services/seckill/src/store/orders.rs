@@ -159,12 +159,11 @@ impl Db {
     /// The order stored under `key` for this sale, with its user and quantity.
     pub async fn order_by_key(&self, sku: &Sku, key: &str) -> Result<Option<OrderRecord>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT id, user_id, quantity, shard, fence FROM orders WHERE sku = $1 AND idempotency_key = $2",
-                &[&sku.as_str(), &key],
-            )
-            .await?;
+        // Every refusal asks this (a hot buyer's every order): prepared once per connection, so a
+        // lookup is one round trip with a kept plan, not a parse, a plan and two round trips.
+        let by_key =
+            client.prepare_cached("SELECT id, user_id, quantity, shard, fence FROM orders WHERE sku = $1 AND idempotency_key = $2").await?;
+        let row = client.query_opt(&by_key, &[&sku.as_str(), &key]).await?;
         Ok(row.map(|r| OrderRecord {
             order_id: r.get(0),
             sku: sku.to_string(),
