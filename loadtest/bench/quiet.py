@@ -1,0 +1,51 @@
+"""A measured cell starts on a quiet box: what earlier cells left behind (autovacuum of the rows
+they wrote, Redis expiring their keys, a gate's writer draining its queue) must not be counted in
+the next cell's CPU per order. The same two instances, PostgreSQL and Redis serve every cell."""
+
+from __future__ import annotations
+
+import time
+
+from .cpu import group_cpu_s, process_ticks
+from .processes import log
+from .stores import Pg
+
+# The servers' CPU, in % of one core, below which the box counts as quiet (two idle instances,
+# PostgreSQL and Redis use a few %: lease renewals, the expiry sweep).
+QUIET_SERVER_PCT = 10.0
+
+# The longest a cell waits for the box to go quiet.
+QUIET_LONGEST_S = 20.0
+
+
+def wait_until_quiet(longest_s: float = QUIET_LONGEST_S, window_s: float = 0.5) -> tuple[float, float]:
+    """Waits until the servers (seckill, postgres, redis-server) use less than
+    `QUIET_SERVER_PCT` of one core over a `window_s` window, or `longest_s` has passed. Returns
+    (seconds waited, the servers' % of one core in the last window)."""
+    started = time.monotonic()
+    before = process_ticks()
+    while True:
+        time.sleep(window_s)
+        after = process_ticks()
+        used = group_cpu_s(before, after)
+        pct = (used["seckill"] + used["postgres"] + used["redis"]) / window_s * 100
+        waited = time.monotonic() - started
+        if pct < QUIET_SERVER_PCT or waited >= longest_s:
+            return waited, pct
+        before = after
+
+
+def settle(pg: Pg, what: str) -> None:
+    """Before a section of measured cells: `VACUUM ANALYZE` the database, as pgbench does before
+    its runs, so that autovacuum of what the earlier cells wrote does not run inside a measured
+    window (it ran about every two minutes on the order tables in a full run, at a few % of a
+    core: under the quiet threshold, yet tens of µs per order at a moderate load)."""
+    started = time.monotonic()
+    pg.rows("VACUUM ANALYZE", timeout=600)
+    log(f"{what}: VACUUM ANALYZE in {time.monotonic() - started:.1f} s")
+
+
+def quiet(what: str) -> None:
+    """Waits for a quiet box before `what`, and logs how long it took."""
+    waited, pct = wait_until_quiet()
+    log(f"    quiet before {what} after {waited:.1f} s (servers at {pct:.0f}% of a core)")
