@@ -53,13 +53,19 @@ async fn dropped_acquire_futures_leave_no_lock_behind() {
     let name = unique("dropped-acquire");
     let mut cancelled = 0;
 
-    // Cancel acquires at varied points of their round trip: some before the script was sent,
-    // some after Redis granted the lock but before the reply arrived.
+    // Cancel acquires at varied points of their round trip: every third right after its first
+    // poll (the script queued, not yet sent), the others at varied deadlines, which land before
+    // the script was sent or after Redis granted the lock but before the reply arrived. Timers
+    // tick in milliseconds, so on a fast machine the deadlines alone may cancel none.
     for i in 0..300u64 {
-        let deadline = Duration::from_micros(20 + (i * 37) % 900);
-        match tokio::time::timeout(deadline, client.try_lock(&name)).await {
-            Ok(result) => drop(result.unwrap()),
-            Err(_) => cancelled += 1,
+        let outcome = if i % 3 == 0 {
+            client.try_lock(&name).now_or_never()
+        } else {
+            tokio::time::timeout(Duration::from_micros(20 + (i * 37) % 900), client.try_lock(&name)).await.ok()
+        };
+        match outcome {
+            Some(result) => drop(result.unwrap()),
+            None => cancelled += 1,
         }
         let key = lock_key(&name);
         let freed = eventually(Duration::from_secs(5), || {
