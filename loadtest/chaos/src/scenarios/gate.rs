@@ -333,6 +333,9 @@ pub(crate) fn damage(f: &Findings, gate: Option<&GateOutcome>) -> Value {
 }
 
 /// Which fault a gate plan injects.
+/// The least stock of `gate-failpoint`'s sale: enough to outlast b's restarts.
+const FAILPOINT_STOCK: u32 = 40_000;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
     RedisLoss,
@@ -456,7 +459,14 @@ impl FaultPlan for GatePlan {
     }
 
     fn sale(&self, budget: &Budget) -> SaleSettings {
-        budget.gate_sale.clone()
+        let mut sale = budget.gate_sale.clone();
+        if self.fault == Fault::Failpoint {
+            // b's restart with the failpoint takes a second or two under load, and a sale that
+            // sold out meanwhile never reaches the failpoint: the bounded suite's 10 000 units
+            // went in about two seconds, and a slower restart missed them in every round.
+            sale.total = sale.total.max(FAILPOINT_STOCK);
+        }
+        sale
     }
 
     async fn prepare(&mut self, _env: &Environment, specs: &mut [InstanceSpec]) -> Result<()> {
