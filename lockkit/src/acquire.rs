@@ -15,7 +15,7 @@ use crate::{
     core::Core,
     guard::LockGuard,
     lease::{Lease, Schedule},
-    metrics,
+    metrics::{self, AttemptOutcome, WaitOutcome},
     model::{
         error::{Error, ErrorKind, Result},
         grant::Grant,
@@ -203,13 +203,13 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
             }
         }
     }
-    metrics::waited("timeout", started.elapsed());
+    metrics::waited(WaitOutcome::Timeout, started.elapsed());
     Err(last_error.unwrap_or_else(|| Error::timeout(&keys.name, started.elapsed())))
 }
 
 fn granted(mut guard: LockGuard, attempts: u32, started: Instant) -> LockGuard {
     let waited = started.elapsed();
-    metrics::waited("acquired", waited);
+    metrics::waited(WaitOutcome::Acquired, waited);
     guard.set_acquisition(attempts, waited);
     guard
 }
@@ -254,9 +254,9 @@ enum First {
 async fn attempt(core: &Arc<Core>, hold: &Arc<Hold>, lease: Option<Duration>, first: First) -> Result<Attempt> {
     let result = try_acquire(core, hold, lease, first).await;
     metrics::attempt(match &result {
-        Ok(Attempt::Granted(_)) => "acquired",
-        Ok(Attempt::Held(_) | Attempt::Contested) => "held",
-        Err(_) => "error",
+        Ok(Attempt::Granted(_)) => AttemptOutcome::Acquired,
+        Ok(Attempt::Held(_) | Attempt::Contested) => AttemptOutcome::Held,
+        Err(_) => AttemptOutcome::Error,
     });
     result
 }

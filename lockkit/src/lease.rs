@@ -156,7 +156,7 @@ impl Lease {
     /// Records the loss (the first cause wins) and wakes everyone waiting on `lost()`.
     pub(crate) fn mark_lost(&self, cause: LeaseLoss) {
         if self.loss.set(cause).is_ok() {
-            metrics::lost(cause.label());
+            metrics::lost(cause);
             tracing::warn!(lock = %self.hold.keys.name, fence = %self.fence, ?cause, "lease lost");
             self.lost.cancel();
         }

@@ -14,19 +14,46 @@
 //! | `lockkit_postgres_listen_unheard_total` | counter | | PostgreSQL `LISTEN` checks whose `NOTIFY` never came back (waiters poll) |
 //!
 //! Labels never carry lock names or tokens: they stay bounded however many locks you use.
+//!
+//! Every label value is written as a literal at its macro call, one call per value: the `metrics`
+//! macros then keep the key in a static, where a label value passed as a variable would build
+//! (and allocate) the key on every call, whether or not an exporter is installed.
 
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
 
-use crate::model::fence::Fence;
+use crate::model::{fence::Fence, lease_loss::LeaseLoss};
 
-pub(crate) fn attempt(outcome: &'static str) {
-    counter!("lockkit_acquire_attempts_total", "outcome" => outcome).increment(1);
+/// What one acquire attempt came to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AttemptOutcome {
+    Acquired,
+    Held,
+    Error,
 }
 
-pub(crate) fn waited(outcome: &'static str, waited: Duration) {
-    histogram!("lockkit_acquire_wait_seconds", "outcome" => outcome).record(waited.as_secs_f64());
+pub(crate) fn attempt(outcome: AttemptOutcome) {
+    match outcome {
+        AttemptOutcome::Acquired => counter!("lockkit_acquire_attempts_total", "outcome" => "acquired").increment(1),
+        AttemptOutcome::Held => counter!("lockkit_acquire_attempts_total", "outcome" => "held").increment(1),
+        AttemptOutcome::Error => counter!("lockkit_acquire_attempts_total", "outcome" => "error").increment(1),
+    }
+}
+
+/// How a whole acquire ended: granted, or its wait ran out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WaitOutcome {
+    Acquired,
+    Timeout,
+}
+
+pub(crate) fn waited(outcome: WaitOutcome, waited: Duration) {
+    let seconds = waited.as_secs_f64();
+    match outcome {
+        WaitOutcome::Acquired => histogram!("lockkit_acquire_wait_seconds", "outcome" => "acquired").record(seconds),
+        WaitOutcome::Timeout => histogram!("lockkit_acquire_wait_seconds", "outcome" => "timeout").record(seconds),
+    }
 }
 
 pub(crate) fn granted(fence: Fence) {
@@ -42,16 +69,22 @@ pub(crate) fn renewal_round_trip() {
     counter!("lockkit_renewal_round_trips_total").increment(1);
 }
 
-pub(crate) fn renewals(outcome: &'static str, n: usize) {
-    counter!("lockkit_renewals_total", "outcome" => outcome).increment(n as u64);
+/// Renewals of one batch by outcome: renewed, gone (the key no longer ours), failed.
+pub(crate) fn renewals(renewed: usize, gone: usize, failed: usize) {
+    counter!("lockkit_renewals_total", "outcome" => "renewed").increment(renewed as u64);
+    counter!("lockkit_renewals_total", "outcome" => "gone").increment(gone as u64);
+    counter!("lockkit_renewals_total", "outcome" => "error").increment(failed as u64);
 }
 
 pub(crate) fn late_grant() {
     counter!("lockkit_late_grants_total").increment(1);
 }
 
-pub(crate) fn lost(cause: &'static str) {
-    counter!("lockkit_leases_lost_total", "cause" => cause).increment(1);
+pub(crate) fn lost(cause: LeaseLoss) {
+    match cause {
+        LeaseLoss::Gone => counter!("lockkit_leases_lost_total", "cause" => "gone").increment(1),
+        LeaseLoss::Expired => counter!("lockkit_leases_lost_total", "cause" => "expired").increment(1),
+    }
 }
 
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]

@@ -163,9 +163,7 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
                     }
                 }
             }
-            metrics::renewals("renewed", counts[0]);
-            metrics::renewals("gone", counts[1]);
-            metrics::renewals("error", counts[2]);
+            metrics::renewals(counts[0], counts[1], counts[2]);
         }
         Err(e) => {
             tracing::debug!(error = %e, leases = batch.len(), "lease renewal failed; retrying until the deadline");
@@ -178,7 +176,7 @@ async fn renew(core: &Core, mut batch: Vec<(Arc<Lease>, OwnedMutexGuard<LeaseSta
                     retry_or_lose(core, lease, state, now);
                 }
             }
-            metrics::renewals("error", failed);
+            metrics::renewals(0, 0, failed);
         }
     }
 }

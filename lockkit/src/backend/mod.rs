@@ -187,15 +187,16 @@ pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: Option<
 /// Hands an owner-checked undo to the background if an acquire is dropped while its request may
 /// have reached a server. The undo is prepared before the request is sent, on the same connection,
 /// so that it reaches the server after the request.
-pub(crate) struct UndoOnCancel<'a> {
+/// Kept unboxed until it must run: nearly every acquire is answered and disarms it.
+pub(crate) struct UndoOnCancel<'a, F: Future<Output = ()> + Send + 'static> {
     jobs: &'a Jobs,
-    armed: Option<BoxFuture<'static, ()>>,
+    armed: Option<F>,
 }
 
-impl<'a> UndoOnCancel<'a> {
+impl<'a, F: Future<Output = ()> + Send + 'static> UndoOnCancel<'a, F> {
     /// Arms `undo`; it runs in the background unless [`disarm`](Self::disarm)ed first.
-    pub(crate) fn new(jobs: &'a Jobs, undo: impl Future<Output = ()> + Send + 'static) -> Self {
-        Self { jobs, armed: Some(Box::pin(undo)) }
+    pub(crate) fn new(jobs: &'a Jobs, undo: F) -> Self {
+        Self { jobs, armed: Some(undo) }
     }
 
     /// The reply was read: nothing to undo.
@@ -204,7 +205,7 @@ impl<'a> UndoOnCancel<'a> {
     }
 }
 
-impl Drop for UndoOnCancel<'_> {
+impl<F: Future<Output = ()> + Send + 'static> Drop for UndoOnCancel<'_, F> {
     fn drop(&mut self) {
         if let Some(undo) = self.armed.take() {
             self.jobs.background(undo);

@@ -58,13 +58,16 @@ pub(crate) mod suffix {
 impl LockKeys {
     pub(crate) fn new(prefix: &str, name: &str) -> Result<Self> {
         validate_name(name)?;
-        let lock = format!("{{{prefix}:{name}}}");
-        Ok(Self { name: name.to_owned(), fence: format!("{lock}:fence"), released: format!("{lock}:released"), lock })
+        // Built at their exact length: every acquire makes these, and `format!` would grow each
+        // string once or twice on the way.
+        let lock = concat(&["{", prefix, ":", name, "}"]);
+        let (fence, released) = (concat(&[&lock, ":fence"]), concat(&[&lock, ":released"]));
+        Ok(Self { name: name.to_owned(), fence, released, lock })
     }
 
     /// `{prefix:name}:suffix`: a key of this lock with the same hash tag.
     pub(crate) fn key(&self, suffix: &str) -> String {
-        format!("{}:{suffix}", self.lock)
+        concat(&[&self.lock, ":", suffix])
     }
 
     /// `{prefix:name}:wake:`: the prefix of every fair waiter's own wake-up channel (the ticket
@@ -79,6 +82,12 @@ impl LockKeys {
         let end = rest.find('}')?;
         Some(&rest[..end])
     }
+}
+
+fn concat(parts: &[&str]) -> String {
+    let mut joined = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    parts.iter().for_each(|p| joined.push_str(p));
+    joined
 }
 
 fn validate_name(name: &str) -> Result<()> {

@@ -14,7 +14,7 @@ pub enum LeaseLoss {
 }
 
 impl LeaseLoss {
-    /// The metric label of the cause.
+    /// The cause in one word, for messages.
     pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Gone => "gone",

@@ -245,7 +245,7 @@ impl Backend for RedisCluster {
 }
 
 impl RedisScripts for RedisCluster {
-    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+    fn run<'a>(&'a self, call: &'a Call<'_>) -> BoxFuture<'a, Result<redis::Value>> {
         Box::pin(async move { Ok(call.invoke(&mut self.conn().await?).await?) })
     }
 }

@@ -82,7 +82,13 @@ static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude
 static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
 static LEAVE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE));
 
-pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, ticket: &str, queue_timeout: Duration) -> Call {
+pub(crate) fn acquire<'a>(
+    keys: &'a LockKeys,
+    token: &'a str,
+    lease: Duration,
+    ticket: &'a str,
+    queue_timeout: Duration,
+) -> Call<'a> {
     Call::new(
         &ACQUIRE_SCRIPT,
         vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::QUEUE), keys.key(suffix::QUEUE_DEADLINES)],
@@ -90,7 +96,7 @@ pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, ticket: &st
     )
 }
 
-pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
+pub(crate) fn release<'a>(keys: &'a LockKeys, token: &'a str) -> Call<'a> {
     Call::new(
         &RELEASE_SCRIPT,
         vec![keys.lock.clone(), keys.key(suffix::QUEUE)],
@@ -98,7 +104,7 @@ pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
     )
 }
 
-pub(crate) fn leave(keys: &LockKeys, ticket: &str) -> Call {
+pub(crate) fn leave<'a>(keys: &'a LockKeys, ticket: &'a str) -> Call<'a> {
     Call::new(
         &LEAVE_SCRIPT,
         vec![keys.lock.clone(), keys.key(suffix::QUEUE), keys.key(suffix::QUEUE_DEADLINES)],

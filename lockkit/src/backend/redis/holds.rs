@@ -15,7 +15,7 @@ use crate::model::{
 };
 
 /// The attempt to take `hold` for `token` with a lease of `lease`.
-pub(crate) fn acquire(hold: &Hold, token: &str, lease: Duration) -> Call {
+pub(crate) fn acquire<'a>(hold: &'a Hold, token: &'a str, lease: Duration) -> Call<'a> {
     let keys = &hold.keys;
     match &hold.kind {
         HoldKind::Lock { delay } => scripts::plain_acquire(keys, token, lease, *delay),
@@ -29,7 +29,7 @@ pub(crate) fn acquire(hold: &Hold, token: &str, lease: Duration) -> Call {
 }
 
 /// The owner-checked extension of `token`'s grant to `lease` from now.
-pub(crate) fn extend(hold: &Hold, token: &str, lease: Duration) -> Call {
+pub(crate) fn extend<'a>(hold: &'a Hold, token: &'a str, lease: Duration) -> Call<'a> {
     let keys = &hold.keys;
     match &hold.kind {
         HoldKind::Lock { delay } => scripts::plain_extend(keys, token, lease, *delay),
@@ -42,7 +42,7 @@ pub(crate) fn extend(hold: &Hold, token: &str, lease: Duration) -> Call {
 }
 
 /// The owner-checked release of `token`'s grant, which wakes waiters.
-pub(crate) fn release(hold: &Hold, token: &str) -> Call {
+pub(crate) fn release<'a>(hold: &'a Hold, token: &'a str) -> Call<'a> {
     let keys = &hold.keys;
     match &hold.kind {
         HoldKind::Lock { delay } => scripts::plain_release(keys, token, *delay),
@@ -64,7 +64,7 @@ pub(crate) fn releases_by_compare_and_delete(hold: &Hold) -> bool {
 
 /// What a waiter that gives up (wait over, or its acquire dropped) must undo on the server: a
 /// fair lock's queue place. `None` for the others, which leave nothing behind.
-pub(crate) fn leave(hold: &Hold) -> Option<Call> {
+pub(crate) fn leave(hold: &Hold) -> Option<Call<'_>> {
     match &hold.kind {
         HoldKind::Fair { .. } => Some(fair::leave(&hold.keys, &hold.ticket)),
         _ => None,

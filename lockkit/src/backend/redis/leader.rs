@@ -8,7 +8,10 @@ use std::{sync::LazyLock, time::Duration};
 
 use redis::Script;
 
-use super::scripts::{self, Call, millis};
+use super::{
+    arg::Arg,
+    scripts::{self, Call, millis},
+};
 use crate::model::{
     fence::Fence,
     keys::{LockKeys, suffix},
@@ -55,15 +58,15 @@ static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude
 static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND));
 static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(READ));
 
-pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, value: &str) -> Call {
+pub(crate) fn acquire<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration, value: &'a str) -> Call<'a> {
     Call::new(
         &ACQUIRE_SCRIPT,
-        vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::LEADER), scripts::waiter_mark(keys)],
+        [Arg::from(&keys.lock), (&keys.fence).into(), Arg::side(keys, suffix::LEADER), scripts::waiter_mark(keys)],
         vec![token.to_owned(), millis(lease).to_string(), value.to_owned()],
     )
 }
 
-pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
+pub(crate) fn extend<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration) -> Call<'a> {
     Call::new(
         &EXTEND_SCRIPT,
         vec![keys.lock.clone(), keys.key(suffix::LEADER)],
@@ -72,13 +75,13 @@ pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
 }
 
 /// The plain lock's release, which deletes the value with the lock.
-pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
-    scripts::release_with(keys, Some(keys.key(suffix::LEADER)), token)
+pub(crate) fn release<'a>(keys: &'a LockKeys, token: &'a str) -> Call<'a> {
+    scripts::release_with(keys, Some(Arg::side(keys, suffix::LEADER)), token)
 }
 
 /// Reads the leader (see [`READ`]); parse its answer with [`parse_read`].
-pub(crate) fn read(keys: &LockKeys) -> Call {
-    Call::new(&READ_SCRIPT, vec![keys.lock.clone(), keys.key(suffix::LEADER), keys.fence.clone()], vec![])
+pub(crate) fn read<'a>(keys: &'a LockKeys) -> Call<'a> {
+    Call::new(&READ_SCRIPT, vec![keys.lock.clone(), keys.key(suffix::LEADER), keys.fence.clone()], Vec::<String>::new())
 }
 
 /// The answer of [`read`]: the leader (its value, and the fence counter as its term), if any.

@@ -52,13 +52,13 @@ static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(
 static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(RELEASE));
 
 /// Extends `token`'s member of the set `keys[0]` (and keeps `keys[1..]` alive as long).
-pub(crate) fn extend(keys: Vec<String>, token: &str, lease: Duration) -> Call {
+pub(crate) fn extend<'a>(keys: Vec<String>, token: &'a str, lease: Duration) -> Call<'a> {
     Call::new(&EXTEND_SCRIPT, keys, vec![token.to_owned(), millis(lease).to_string()])
 }
 
 /// Releases `token`'s member of the set `keys[0]` and publishes on `channel`. `keys[1]`, if given,
 /// is a companion of the Redis type `companion` (`hash`: a reentrant lock's; `string`: a
 /// semaphore's limit), deleted with the last member.
-pub(crate) fn release(keys: Vec<String>, token: &str, channel: &str, companion: &str) -> Call {
+pub(crate) fn release<'a>(keys: Vec<String>, token: &'a str, channel: &'a str, companion: &'a str) -> Call<'a> {
     Call::new(&RELEASE_SCRIPT, keys, vec![token.to_owned(), channel.to_owned(), companion.to_owned()])
 }

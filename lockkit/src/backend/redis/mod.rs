@@ -40,6 +40,7 @@
 //! concurrent tasks on one connection shares out. That is why a second connection cost about a
 //! third more Redis CPU per pair (see `LockClientBuilder::connections`).
 
+mod arg;
 pub(crate) mod cluster;
 mod compare_delete;
 mod connections;
@@ -75,7 +76,7 @@ use crate::{
 /// its one hash tag. Offered through [`Backend::redis_scripts`](super::Backend::redis_scripts).
 pub(crate) trait RedisScripts: Send + Sync {
     /// Runs `call` on the server of its keys' hash tag.
-    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<::redis::Value>>;
+    fn run<'a>(&'a self, call: &'a Call<'_>) -> BoxFuture<'a, Result<::redis::Value>>;
 }
 
 /// Takes a fair waiter that gave up out of its queue (nothing for the other holds).
@@ -95,11 +96,12 @@ pub(crate) fn undo_on_cancel<'a>(
     mut conn: impl ConnectionLike + Send + 'static,
     hold: &Arc<Hold>,
     token: &str,
-) -> UndoOnCancel<'a> {
-    let (name, release) = (hold.keys.name.clone(), holds::release(hold, token));
+) -> UndoOnCancel<'a, impl Future<Output = ()> + Send + 'static> {
+    // The release is built only if it runs: nearly every acquire is answered and disarms it.
+    let (hold, token) = (hold.clone(), token.to_owned());
     UndoOnCancel::new(jobs, async move {
-        if let Err(e) = scripts::owner_checked(&mut conn, &release).await {
-            tracing::warn!(lock = %name, error = %e, "could not undo an abandoned acquire; it will expire");
+        if let Err(e) = scripts::owner_checked(&mut conn, &holds::release(&hold, &token)).await {
+            tracing::warn!(lock = %hold.keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
         }
     })
 }

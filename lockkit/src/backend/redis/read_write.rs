@@ -15,7 +15,9 @@ use std::{sync::LazyLock, time::Duration};
 use redis::Script;
 
 use super::{
-    RedisScripts, members,
+    RedisScripts,
+    arg::Arg,
+    members,
     scripts::{self, Call, millis},
 };
 use crate::model::{
@@ -80,30 +82,35 @@ static ACQUIRE_READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_pr
 static ACQUIRE_WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude_announcing(ACQUIRE_WRITE));
 static DOWNGRADE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(DOWNGRADE));
 
-fn rw_keys(keys: &LockKeys) -> Vec<String> {
-    vec![
-        keys.lock.clone(),
-        keys.fence.clone(),
-        keys.key(suffix::READERS),
-        keys.key(suffix::WRITER_WAITING),
+fn rw_keys(keys: &LockKeys) -> [Arg<'_>; 5] {
+    [
+        Arg::from(&keys.lock),
+        (&keys.fence).into(),
+        Arg::side(keys, suffix::READERS),
+        Arg::side(keys, suffix::WRITER_WAITING),
         scripts::waiter_mark(keys),
     ]
 }
 
-pub(crate) fn acquire_read(keys: &LockKeys, token: &str, lease: Duration) -> Call {
+pub(crate) fn acquire_read<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration) -> Call<'a> {
     Call::new(&ACQUIRE_READ_SCRIPT, rw_keys(keys), vec![token.to_owned(), millis(lease).to_string()])
 }
 
-pub(crate) fn acquire_write(keys: &LockKeys, token: &str, lease: Duration, prefer_writers: Option<Duration>) -> Call {
+pub(crate) fn acquire_write<'a>(
+    keys: &'a LockKeys,
+    token: &'a str,
+    lease: Duration,
+    prefer_writers: Option<Duration>,
+) -> Call<'a> {
     let mark = prefer_writers.map_or(0, millis);
     Call::new(&ACQUIRE_WRITE_SCRIPT, rw_keys(keys), vec![token.to_owned(), millis(lease).to_string(), mark.to_string()])
 }
 
-pub(crate) fn extend_read(keys: &LockKeys, token: &str, lease: Duration) -> Call {
+pub(crate) fn extend_read<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration) -> Call<'a> {
     members::extend(vec![keys.key(suffix::READERS)], token, lease)
 }
 
-pub(crate) fn release_read(keys: &LockKeys, token: &str) -> Call {
+pub(crate) fn release_read<'a>(keys: &'a LockKeys, token: &'a str) -> Call<'a> {
     members::release(vec![keys.key(suffix::READERS)], token, &keys.released, "")
 }
 

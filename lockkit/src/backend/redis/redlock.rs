@@ -321,7 +321,7 @@ impl Backend for Redlock {
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
         Box::pin(async move {
             let within = self.within(batch.iter().map(|r| r.lease).min().unwrap_or_default());
-            let calls: &[Call] = &batch.iter().map(|r| holds::extend(r.hold, r.token, r.lease)).collect::<Vec<_>>();
+            let calls: &[Call<'_>] = &batch.iter().map(|r| holds::extend(r.hold, r.token, r.lease)).collect::<Vec<_>>();
             let per_node =
                 self.on_all("a renewal", within, |mut conn| async move {
                     scripts::extend_pipelined(&mut conn, calls).await

@@ -16,7 +16,10 @@ use std::{sync::LazyLock, time::Duration};
 use redis::Script;
 
 use super::members;
-use super::scripts::{self, Call, millis};
+use super::{
+    arg::Arg,
+    scripts::{self, Call, millis},
+};
 use crate::model::keys::{LockKeys, suffix};
 
 /// Grants the lock to `owner` if it is free or already `owner`'s. KEYS: lock, fence, grants,
@@ -49,18 +52,18 @@ return {1, fence}
 
 static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude_announcing(ACQUIRE));
 
-pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, owner: &str) -> Call {
+pub(crate) fn acquire<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration, owner: &'a str) -> Call<'a> {
     Call::new(
         &ACQUIRE_SCRIPT,
-        vec![keys.lock.clone(), keys.fence.clone(), keys.key(suffix::GRANTS), scripts::waiter_mark(keys)],
+        [Arg::from(&keys.lock), (&keys.fence).into(), Arg::side(keys, suffix::GRANTS), scripts::waiter_mark(keys)],
         vec![token.to_owned(), millis(lease).to_string(), owner.to_owned()],
     )
 }
 
-pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
+pub(crate) fn extend<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration) -> Call<'a> {
     members::extend(vec![keys.key(suffix::GRANTS), keys.lock.clone()], token, lease)
 }
 
-pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
+pub(crate) fn release<'a>(keys: &'a LockKeys, token: &'a str) -> Call<'a> {
     members::release(vec![keys.key(suffix::GRANTS), keys.lock.clone()], token, &keys.released, "hash")
 }

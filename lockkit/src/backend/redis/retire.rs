@@ -30,7 +30,7 @@ static RETIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RETIRE));
 pub(crate) async fn retire(scripts: &dyn RedisScripts, keys: &LockKeys) -> Result<FenceRetirement> {
     let mut call_keys = vec![keys.fence.clone(), keys.lock.clone()];
     call_keys.extend(holds::side_keys(keys));
-    let call = Call::new(&RETIRE_SCRIPT, call_keys, Vec::new());
+    let call = Call::new(&RETIRE_SCRIPT, call_keys, Vec::<String>::new());
     let (outcome, last): (i64, String) = redis::from_redis_value(scripts.run(&call).await?)?;
     Ok(match outcome {
         1 => FenceRetirement::Retired { last: Fence::new(parse_fence(&last)?) },

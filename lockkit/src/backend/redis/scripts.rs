@@ -10,7 +10,12 @@ use std::{sync::LazyLock, time::Duration};
 
 use redis::{FromRedisValue, Script, aio::ConnectionLike};
 
-use crate::model::{fence::Fence, grant::Grant, keys::LockKeys};
+use super::arg::Arg;
+use crate::model::{
+    fence::Fence,
+    grant::Grant,
+    keys::{LockKeys, suffix},
+};
 
 /// Lua prelude: `now`, the server's clock in milliseconds (`TIME`), never a client's; and
 /// `keep(key, ms)`, which lengthens a key's expiry to at least `ms` from now (never shortens it).
@@ -128,16 +133,27 @@ pub(crate) fn with_prelude_announcing(body: &str) -> Script {
 }
 
 /// One script invocation: what a backend runs for an acquire, an extension, a release or a
-/// primitive's own operation. All keys share one hash tag.
+/// primitive's own operation. All keys share one hash tag. Keys and arguments may borrow from
+/// the lock's keys and the token they are for (see [`Arg`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Call {
+pub(crate) struct Call<'a> {
     script: &'static Script,
-    keys: Vec<String>,
-    args: Vec<String>,
+    keys: Vec<Arg<'a>>,
+    args: Vec<Arg<'a>>,
 }
 
-impl Call {
-    pub(crate) fn new(script: &'static LazyLock<Script>, keys: Vec<String>, args: Vec<String>) -> Self {
+impl<'a> Call<'a> {
+    pub(crate) fn new<K, A>(
+        script: &'static LazyLock<Script>,
+        keys: impl IntoIterator<Item = K>,
+        args: impl IntoIterator<Item = A>,
+    ) -> Self
+    where
+        K: Into<Arg<'a>>,
+        A: Into<Arg<'a>>,
+    {
+        let keys = keys.into_iter().map(Into::into).collect();
+        let args = args.into_iter().map(Into::into).collect();
         Self { script: &**script, keys, args }
     }
 
@@ -154,10 +170,15 @@ impl Call {
         }
     }
 
-    /// The same as a plain `EVALSHA` command, so that many can be pipelined.
+    /// The same as a plain `EVALSHA` command, so that many can be pipelined. Its buffers are
+    /// sized once (the hash is 40 bytes, the key count a few).
     fn evalsha(&self) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.get_hash()).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        let parts = self.keys.iter().chain(&self.args);
+        let mut cmd = redis::Cmd::with_capacity(
+            3 + self.keys.len() + self.args.len(),
+            7 + 40 + 4 + parts.map(Arg::len).sum::<usize>(),
+        );
+        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
         cmd
     }
 }
@@ -194,7 +215,7 @@ impl From<AcquireReply> for Grant {
 
 /// Runs an acquire call. The plain lock's script answers one integer (see `ACQUIRE`); the
 /// primitives' answer `{1, fence}` or `{0, pttl}`.
-pub(crate) async fn acquire(conn: &mut impl ConnectionLike, call: &Call) -> redis::RedisResult<AcquireReply> {
+pub(crate) async fn acquire(conn: &mut impl ConnectionLike, call: &Call<'_>) -> redis::RedisResult<AcquireReply> {
     let reply: redis::Value = call.invoke(conn).await?;
     let (granted, value) = match reply {
         redis::Value::Int(fence) if fence > 0 => (true, fence),
@@ -209,46 +230,44 @@ pub(crate) async fn acquire(conn: &mut impl ConnectionLike, call: &Call) -> redi
 }
 
 /// Runs an owner-checked release or extension call: true when the token still held its grant.
-pub(crate) async fn owner_checked(conn: &mut impl ConnectionLike, call: &Call) -> redis::RedisResult<bool> {
+pub(crate) async fn owner_checked(conn: &mut impl ConnectionLike, call: &Call<'_>) -> redis::RedisResult<bool> {
     Ok(call.invoke::<i64>(conn).await? == 1)
 }
 
 /// The plain lock's acquire: `delay` is the lock-delay (zero: none).
-pub(crate) fn plain_acquire(keys: &LockKeys, token: &str, lease: Duration, delay: Duration) -> Call {
+pub(crate) fn plain_acquire<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration, delay: Duration) -> Call<'a> {
     let delay_ms = if delay.is_zero() { 0 } else { millis(delay) };
     Call::new(
         &ACQUIRE_SCRIPT,
-        vec![keys.lock.clone(), keys.fence.clone(), keys.key(crate::model::keys::suffix::DELAY), waiter_mark(keys)],
-        vec![token.to_owned(), millis(lease).to_string(), delay_ms.to_string()],
+        [Arg::from(&keys.lock), (&keys.fence).into(), Arg::side(keys, suffix::DELAY), waiter_mark(keys)],
+        [Arg::from(token), millis(lease).to_string().into(), delay_ms.to_string().into()],
     )
 }
 
 /// The plain lock's (and a read-write lock's write side's) owner-checked release, which also ends
 /// a lock-delay grant's delay.
-pub(crate) fn plain_release(keys: &LockKeys, token: &str, delay: Duration) -> Call {
-    release_with(keys, (!delay.is_zero()).then(|| keys.key(crate::model::keys::suffix::DELAY)), token)
+pub(crate) fn plain_release<'a>(keys: &'a LockKeys, token: &'a str, delay: Duration) -> Call<'a> {
+    release_with(keys, (!delay.is_zero()).then(|| Arg::side(keys, suffix::DELAY)), token)
 }
 
 /// The plain lock's owner-checked release that also deletes `side`, a key that lives with the
 /// grant (a lock-delay grant's delay key, a leader's value).
-pub(crate) fn release_with(keys: &LockKeys, side: Option<String>, token: &str) -> Call {
-    let mut call_keys = vec![keys.lock.clone(), waiter_mark(keys)];
-    call_keys.extend(side);
-    Call::new(&RELEASE_SCRIPT, call_keys, vec![token.to_owned()])
+pub(crate) fn release_with<'a>(keys: &'a LockKeys, side: Option<Arg<'a>>, token: &'a str) -> Call<'a> {
+    Call::new(&RELEASE_SCRIPT, [Arg::from(&keys.lock), waiter_mark(keys)].into_iter().chain(side), [token])
 }
 
 /// The key whose presence says that a waiter may sleep until the plain lock is released.
-pub(crate) fn waiter_mark(keys: &LockKeys) -> String {
-    keys.key(crate::model::keys::suffix::WAITING)
+pub(crate) fn waiter_mark(keys: &LockKeys) -> Arg<'_> {
+    Arg::side(keys, suffix::WAITING)
 }
 
 /// The plain lock's owner-checked extension.
-pub(crate) fn plain_extend(keys: &LockKeys, token: &str, lease: Duration, delay: Duration) -> Call {
+pub(crate) fn plain_extend<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration, delay: Duration) -> Call<'a> {
     let delay_ms = if delay.is_zero() { 0 } else { millis(delay) };
     Call::new(
         &EXTEND_SCRIPT,
-        vec![keys.lock.clone(), keys.key(crate::model::keys::suffix::DELAY)],
-        vec![token.to_owned(), millis(lease).to_string(), delay_ms.to_string()],
+        [Arg::from(&keys.lock), Arg::side(keys, suffix::DELAY)],
+        [Arg::from(token), millis(lease).to_string().into(), delay_ms.to_string().into()],
     )
 }
 
@@ -268,7 +287,10 @@ pub(crate) async fn raise_fence(
 /// Runs many owner-checked extensions on one connection in a single pipelined round trip
 /// (loading their scripts first if the server lost them). One reply per call, true where the
 /// grant was still ours.
-pub(crate) async fn extend_pipelined(conn: &mut impl ConnectionLike, calls: &[Call]) -> redis::RedisResult<Vec<bool>> {
+pub(crate) async fn extend_pipelined(
+    conn: &mut impl ConnectionLike,
+    calls: &[Call<'_>],
+) -> redis::RedisResult<Vec<bool>> {
     let mut pipe = redis::pipe();
     for call in calls {
         pipe.add_command(call.evalsha());

@@ -33,7 +33,7 @@ return {0, tonumber(first[2]) - now}
 
 static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| scripts::with_prelude(ACQUIRE));
 
-pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, permits: u32) -> Call {
+pub(crate) fn acquire<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration, permits: u32) -> Call<'a> {
     Call::new(
         &ACQUIRE_SCRIPT,
         vec![keys.key(suffix::PERMITS), keys.fence.clone(), keys.key(suffix::LIMIT)],
@@ -41,10 +41,10 @@ pub(crate) fn acquire(keys: &LockKeys, token: &str, lease: Duration, permits: u3
     )
 }
 
-pub(crate) fn extend(keys: &LockKeys, token: &str, lease: Duration) -> Call {
+pub(crate) fn extend<'a>(keys: &'a LockKeys, token: &'a str, lease: Duration) -> Call<'a> {
     members::extend(vec![keys.key(suffix::PERMITS), keys.key(suffix::LIMIT)], token, lease)
 }
 
-pub(crate) fn release(keys: &LockKeys, token: &str) -> Call {
+pub(crate) fn release<'a>(keys: &'a LockKeys, token: &'a str) -> Call<'a> {
     members::release(vec![keys.key(suffix::PERMITS), keys.key(suffix::LIMIT)], token, &keys.released, "string")
 }

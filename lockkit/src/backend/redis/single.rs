@@ -186,7 +186,7 @@ impl Backend for SingleRedis {
 
     fn renew<'a>(&'a self, batch: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<Renewed>>> {
         Box::pin(async move {
-            let calls: Vec<Call> = batch.iter().map(|r| holds::extend(r.hold, r.token, r.lease)).collect();
+            let calls: Vec<Call<'_>> = batch.iter().map(|r| holds::extend(r.hold, r.token, r.lease)).collect();
             let replies = self.conns.run(async |conn| scripts::extend_pipelined(conn, &calls).await).await?;
             Ok(replies.into_iter().map(|ours| if ours { Renewed::Extended } else { Renewed::Gone }).collect())
         })
@@ -222,7 +222,7 @@ impl Backend for SingleRedis {
 }
 
 impl RedisScripts for SingleRedis {
-    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+    fn run<'a>(&'a self, call: &'a Call<'_>) -> BoxFuture<'a, Result<redis::Value>> {
         Box::pin(self.conns.run(async move |conn| call.invoke(conn).await))
     }
 }

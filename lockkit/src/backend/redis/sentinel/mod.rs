@@ -331,7 +331,7 @@ impl Backend for RedisSentinel {
 }
 
 impl RedisScripts for RedisSentinel {
-    fn run<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Result<redis::Value>> {
+    fn run<'a>(&'a self, call: &'a Call<'_>) -> BoxFuture<'a, Result<redis::Value>> {
         Box::pin(self.on_master(false, move |master| async move { master.redis.run(call).await }))
     }
 }
