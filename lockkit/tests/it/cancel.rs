@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use lockkit::LockClient;
 
-use crate::support::{Proxy, client, eventually, exists, lock_key, raw, unique};
+use crate::support::{Proxy, cancelled_at_varied_points, client, eventually, exists, lock_key, raw, unique};
 
 #[tokio::test]
 async fn dropping_a_guard_releases_in_the_background() {
@@ -53,17 +53,9 @@ async fn dropped_acquire_futures_leave_no_lock_behind() {
     let name = unique("dropped-acquire");
     let mut cancelled = 0;
 
-    // Cancel acquires at varied points of their round trip: every third right after its first
-    // poll (the script queued, not yet sent), the others at varied deadlines, which land before
-    // the script was sent or after Redis granted the lock but before the reply arrived. Timers
-    // tick in milliseconds, so on a fast machine the deadlines alone may cancel none.
+    // Cancel acquires at varied points of their round trip.
     for i in 0..300u64 {
-        let outcome = if i % 3 == 0 {
-            client.try_lock(&name).now_or_never()
-        } else {
-            tokio::time::timeout(Duration::from_micros(20 + (i * 37) % 900), client.try_lock(&name)).await.ok()
-        };
-        match outcome {
+        match cancelled_at_varied_points(i, (20, 37, 900), client.try_lock(&name)).await {
             Some(result) => drop(result.unwrap()),
             None => cancelled += 1,
         }

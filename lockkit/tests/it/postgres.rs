@@ -19,7 +19,7 @@ use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient, LockClientBu
 use crate::{
     pgbouncer::PgBouncer,
     postgres_server::{PgServer, database_url},
-    support::{eventually, unique},
+    support::{cancelled_at_varied_points, eventually, unique},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -227,10 +227,9 @@ async fn postgres_dropped_acquires_leave_no_holder_behind() {
         // Cancelled at varied points of the round trip: before the statement was sent, and after
         // the server granted the lock but before the answer arrived.
         for i in 0..80u64 {
-            let deadline = Duration::from_micros(20 + (i * 37) % 1500);
-            match tokio::time::timeout(deadline, client.try_lock(&name)).await {
-                Ok(result) => drop(result.unwrap()),
-                Err(_) => cancelled += 1,
+            match cancelled_at_varied_points(i, (20, 37, 1500), client.try_lock(&name)).await {
+                Some(result) => drop(result.unwrap()),
+                None => cancelled += 1,
             }
             // Left behind, the lock would hold the checker past its 5 s wait: for its 30 s lease
             // (lease table) or for good (advisory).

@@ -43,6 +43,27 @@ pub(crate) fn lock_key(name: &str) -> String {
     format!("{{lockkit:{name}}}")
 }
 
+/// Runs `acquire` and drops it at the `i`-th of varied points of its round trip: every third
+/// right after its first poll (the request queued, not yet sent), the others at a deadline of
+/// `first_us + (i * step_us) % spread_us` µs, which lands before the request was sent or after the
+/// server granted the lock but before the answer arrived. `None` when it was dropped. Timers tick
+/// in milliseconds, so on a fast machine the deadlines alone may drop none.
+pub(crate) async fn cancelled_at_varied_points<T>(
+    i: u64,
+    (first_us, step_us, spread_us): (u64, u64, u64),
+    acquire: impl Future<Output = T>,
+) -> Option<T> {
+    if i.is_multiple_of(3) {
+        let mut acquire = std::pin::pin!(acquire);
+        let mut once = std::task::Context::from_waker(std::task::Waker::noop());
+        return match acquire.as_mut().poll(&mut once) {
+            std::task::Poll::Ready(done) => Some(done),
+            std::task::Poll::Pending => None,
+        };
+    }
+    tokio::time::timeout(Duration::from_micros(first_us + (i * step_us) % spread_us), acquire).await.ok()
+}
+
 /// Polls `check` every 10 ms for up to `within`; true as soon as it holds.
 pub(crate) async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
 where

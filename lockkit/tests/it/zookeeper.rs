@@ -21,7 +21,7 @@ use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind, Unprotected};
 use zookeeper_client as zk;
 
 use crate::{
-    support::{eventually, unique},
+    support::{cancelled_at_varied_points, eventually, unique},
     zookeeper_proxy::ZkProxy,
     zookeeper_server::{ZkServer, split_url, zookeeper_url},
 };
@@ -337,10 +337,9 @@ async fn zookeeper_dropped_acquires_leave_no_node_behind() {
         // Cancel acquires at varied points of their round trips (before the create was sent,
         // after the server created the node but before the answer arrived, ...).
         for i in 0..60u64 {
-            let deadline = Duration::from_micros(50 + (i * 97) % 3000);
-            match tokio::time::timeout(deadline, client.try_lock(&name)).await {
-                Ok(result) => assert!(result.unwrap().expect("free").release().await.unwrap()),
-                Err(_) => cancelled += 1,
+            match cancelled_at_varied_points(i, (50, 97, 3000), client.try_lock(&name)).await {
+                Some(result) => assert!(result.unwrap().expect("free").release().await.unwrap()),
+                None => cancelled += 1,
             }
             let next = other.lock(&name, Duration::from_secs(5)).await.unwrap();
             next.release().await.unwrap();
