@@ -39,8 +39,11 @@ pub(crate) async fn elect(client: &LockClient, name: &str, value: Option<String>
                 return Ok(ExitCode::SUCCESS);
             }
             // A candidate follows someone: a moment with nobody leading is its own campaign's turn
-            // coming (or another's), not a change worth a line.
-            leader = observer.changed() => if let Some(leader) = leader? {
+            // coming (or another's), not a change worth a line. Nor is a leader with this
+            // candidate's own value: on etcd the watch shows this candidate's key leading a round
+            // trip before its campaign returns (the value names the candidate; two candidates
+            // sharing one cannot tell each other apart anyway).
+            leader = observer.changed() => if let Some(leader) = leader?.filter(|l| l.value() != value.as_str()) {
                 println!("{}", follower(name, &Some(leader)));
             },
         }
