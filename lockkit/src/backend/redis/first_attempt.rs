@@ -56,16 +56,18 @@ pub(crate) async fn attempt(
     token: &str,
     lease: Duration,
 ) -> redis::RedisResult<FirstAttempt> {
-    // Each command's buffers sized once: this runs on every lock pair.
-    let mut set = redis::Cmd::with_capacity(6, 16 + keys.lock.len() + token.len());
-    set.arg("SET").arg(&keys.lock).arg(token).arg("NX").arg("PX").arg(millis(lease));
-    let mut incr = redis::Cmd::with_capacity(2, 4 + keys.fence.len());
-    incr.arg("INCR").arg(&keys.fence);
-    let delay = Arg::side(keys, suffix::DELAY);
-    let mut exists = redis::Cmd::with_capacity(2, 6 + delay.len());
-    exists.arg("EXISTS").arg(&delay);
-    let mut pipe = redis::Pipeline::with_capacity(3);
-    pipe.atomic().add_command(set).add_command(incr).add_command(exists);
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("SET")
+        .arg(&keys.lock)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(millis(lease))
+        .cmd("INCR")
+        .arg(&keys.fence)
+        .cmd("EXISTS")
+        .arg(Arg::side(keys, suffix::DELAY));
     let (set, fence, delayed): (Option<()>, u64, bool) = pipe.query_async(conn).await?;
     Ok(match (set, delayed) {
         (None, _) => FirstAttempt::Held,
