@@ -11,9 +11,9 @@
 #   scripts/bench.sh --help      the runner's options (any of them can be added to the above)
 #
 # Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up; in full mode
-# with WITH=zookeeper,etcd, whose export lines give ZOOKEEPER_URL and ETCD_URL to the lock
-# section), the extra Redis servers of lockkit's Redlock and Cluster backends
-# (scripts/lock-servers.sh up), the binaries `seckill` and `lockctl` (BENCH_SKIP_BUILD=1: use
+# also ZooKeeper and etcd, whose export lines give ZOOKEEPER_URL and ETCD_URL to the lock
+# section), the extra Redis servers of lockkit's Redlock, Cluster and Sentinel backends
+# (scripts/lock-servers.sh; these and ZooKeeper and etcd start only before the lock section), the binaries `seckill` and `lockctl` (BENCH_SKIP_BUILD=1: use
 # those already built, e.g. in CARGO_TARGET_DIR; BENCH_DATABASE_URL and BENCH_REDIS_URL: see
 # below), k6 (scripts/k6.sh), wrk (Debian), psycopg 3 (the runner's PostgreSQL driver), and in
 # full mode the peer harnesses (loadtest/peers/setup.sh).
@@ -78,21 +78,27 @@ cleanup() {
 on_exit cleanup
 
 t0=$SECONDS
-# `up` prints the export lines of the services (REDIS_URL, DATABASE_URL, and with WITH
-# the URLs of those services too); a lock backend whose URL stays unset is reported "not run".
-# (Assigned first: `set -e` stops here if `up` fails, which `eval "$(...)"` alone would not.)
-services_env="$(WITH="$with_services" bash scripts/services.sh up)"
+# PostgreSQL and Redis start now. ZooKeeper, etcd (WITH) and the lock servers are only installed
+# here: the runner starts them just before its lock section (--start-lock-servers), so that they
+# do not idle on the same cores through the seckill cells. `env` prints the export lines of all of
+# them (REDIS_URL, DATABASE_URL, ZOOKEEPER_URL, ETCD_URL); a lock backend whose URL stays unset is
+# reported "not run".
+bash scripts/services.sh up >/dev/null
+WITH="$with_services" bash scripts/services.sh install
+services_env="$(WITH="$with_services" bash scripts/services.sh env)"
 eval "$services_env"
 # BENCH_DATABASE_URL / BENCH_REDIS_URL: another database (or Redis db) on those same servers, e.g.
 # to run a commit's binary next to a working tree whose migrations are already applied to the
 # default one. They must exist; the seckill instances migrate the database themselves.
 export DATABASE_URL="${BENCH_DATABASE_URL:-$DATABASE_URL}" REDIS_URL="${BENCH_REDIS_URL:-$REDIS_URL}"
+runner_args=()
 if [[ "$lock_servers" -eq 1 ]]; then
-    # 5 Redlock masters and a 3-master cluster on loopback; run.py reads LOCKKIT_REDLOCK_URL and
-    # LOCKKIT_CLUSTER_URL (smoke: one short lockctl pass on each).
+    # 5 Redlock masters, a 3-master cluster and a Sentinel set on loopback; run.py reads
+    # LOCKKIT_REDLOCK_URL, LOCKKIT_CLUSTER_URL and LOCKKIT_SENTINEL_URL (smoke: one short lockctl
+    # pass on each).
     bash scripts/lock-servers.sh status >/dev/null 2>&1 || started_lock_servers=1
-    bash scripts/lock-servers.sh up >/dev/null
     eval "$(bash scripts/lock-servers.sh env)"
+    runner_args=(--start-lock-servers "$with_services")
 fi
 
 # The smoke run checks correctness, not speed: it reuses the dev build of `make test`.
@@ -128,7 +134,7 @@ log "prerequisites ready in $((SECONDS - t0)) s"
 # In the background so that INT/TERM reach this script's traps, which stop the runner (it then
 # stops its seckill instances itself).
 t1=$SECONDS
-python3 loadtest/bench/run.py "$@" &
+python3 loadtest/bench/run.py "$@" "${runner_args[@]}" &
 child=$!
 trap 'kill -TERM "$child" 2>/dev/null || true' INT TERM
 status=0

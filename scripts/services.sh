@@ -4,6 +4,7 @@
 #   scripts/services.sh up       install (if needed) and start both; prints export lines
 #   WITH=zookeeper,etcd scripts/services.sh up   also ZooKeeper (:2191) and etcd (:2389), for
 #                                lockkit's zk:// and etcd:// backends (ZOOKEEPER_URL, ETCD_URL)
+#   scripts/services.sh install  install what is missing (WITH's servers too), start nothing
 #   scripts/services.sh down     stop every instance this project started (by pid file)
 #   scripts/services.sh status   say what is running
 #   scripts/services.sh env      print the export lines only:  eval "$(scripts/services.sh env)"
@@ -106,6 +107,10 @@ usage() {
 }
 
 case "${1:-}" in
+    install)
+        ensure_installed
+        coordination_install
+        ;;
     up)
         ensure_installed
         redis_start "$REDIS_DIR" "$REDIS_PORT"

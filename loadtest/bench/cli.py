@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import ceilings, locks
+from . import ceilings, cpu, locks
 from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
 from .latency import latency_specs, point_flag, point_spec
@@ -31,7 +31,7 @@ from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S,
                        MAIN_CELLS, MODERATE_RATE, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
                        SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S,
                        LoadModel, Preset, instance_workers, pre_vus)
-from .stores import Pg, Redis, loopback_only
+from .stores import Pg, Redis, loopback_only, redis_server_pid
 from .targets import capacity_targets, evaluate_targets
 from .unpaid import UNITS, UnpaidSpec, run_unpaid
 
@@ -69,6 +69,10 @@ def parse_args(argv) -> argparse.Namespace:
                         "'' skips it)")
     p.add_argument("--cluster-url", default=os.environ.get(locks.CLUSTER_URL_ENV, ""),
                    help=f"Redis Cluster backend, redis+cluster://h:p,... (default ${locks.CLUSTER_URL_ENV}; '' skips it)")
+    p.add_argument("--start-lock-servers", default=None, metavar="WITH",
+                   help="start lockkit's extra servers (scripts/lock-servers.sh, and the services named in WITH, "
+                        "e.g. zookeeper,etcd) just before the lock section, so that they do not idle beside the "
+                        "seckill cells (scripts/bench.sh passes it)")
     p.add_argument("--results-dir", type=Path, default=RESULTS, help="where result files go (default loadtest/results)")
     p.add_argument("--keep-sales", action="store_true", help="keep the bench sales (orders) in PostgreSQL afterwards")
     return p.parse_args(argv)
@@ -352,6 +356,11 @@ def main(argv=None) -> int:
         log(f"ERROR: {e}")
         return 2
     log(f"mode {plan.mode}, run {run_id}, working files in {rel(run_dir)}")
+    service_redis = redis_server_pid(redis)
+    if service_redis:
+        cpu.pin("redis", [service_redis])
+    else:
+        log("the service's redis-server pid was not found: every redis-server on the box counts as its Redis")
     rc = 0
     instances: list[Instance] = []
     try:
@@ -380,6 +389,8 @@ def main(argv=None) -> int:
     # Ceilings and locks with the instances stopped: they would only steal CPU.
     if rc == 0 and not args.no_ceilings and not args.only_capacity:
         try:
+            if args.start_lock_servers is not None:
+                locks.start_servers(args.start_lock_servers)
             run_ceilings_and_locks(plan, args, pg, redis, res, run_dir)
         except (SetupError, KeyboardInterrupt) as e:
             log(f"ERROR: {e}")

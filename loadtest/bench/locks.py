@@ -20,7 +20,7 @@ from typing import Mapping
 
 from .cpu import RedisCpu
 from .processes import SetupError, log, run
-from .settings import LOCKCTL_BIN, PEERS_RUN
+from .settings import LOCKCTL_BIN, PEERS_RUN, ROOT
 from .stores import Redis, loopback_only, redis_server_pid
 
 LOCK_CONCURRENCIES = [1, 16, 64]
@@ -193,6 +193,20 @@ def advisory_url(database_url: str) -> str | None:
     """`postgres+advisory://` with the rest of a `postgres://` (or `postgresql://`) URL."""
     scheme, sep, rest = database_url.partition("://")
     return f"postgres+advisory://{rest}" if sep and scheme in ("postgres", "postgresql") else None
+
+
+def start_servers(with_services: str) -> None:
+    """Starts lockkit's extra servers: the Redlock nodes, the Cluster and the Sentinel set
+    (scripts/lock-servers.sh), and the services in `with_services` (scripts/services.sh, e.g.
+    zookeeper,etcd). scripts/bench.sh has them started here, before the lock section, rather than
+    with the seckill cells, beside which they would only idle on the same cores; it stops them at
+    the end."""
+    log("starting lockkit's servers: scripts/lock-servers.sh up")
+    run(["bash", str(ROOT / "scripts" / "lock-servers.sh"), "up"], timeout=300, check=True)
+    if with_services:
+        log(f"starting lockkit's servers: WITH={with_services} scripts/services.sh up")
+        run(["bash", str(ROOT / "scripts" / "services.sh"), "up"], timeout=600, check=True,
+            env={**os.environ, "WITH": with_services})
 
 
 def plan_backends(env: Mapping[str, str], redis_url: str, redlock_url: str, cluster_url: str,

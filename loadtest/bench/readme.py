@@ -92,7 +92,7 @@ def bench_lines(res: dict) -> list[str]:
              f"`make bench` on commit `{g.get('short')}`{state}, {str(res.get('started_at'))[:10]}: {m.get('nproc')} CPU "
              f"({m.get('cpu_model')}), Redis {m.get('redis_server')}, PostgreSQL "
              f"{str(m.get('postgres_server')).split()[0]}, load generator and servers on the same cores. Server CPU is "
-             "utime + stime of the seckill, postgres and redis-server processes from `/proc`; every cell and its "
+             "utime + stime of the seckill and postgres processes and the service's redis-server from `/proc`; every cell and its "
              "checks are in [loadtest/results/latest.md](loadtest/results/latest.md).", ""]
             + table(["cell", "strategy", "per second", "server CPU µs per order (seckill + PostgreSQL + Redis)",
                      "p99 ms"], "llrlr", rows)[:-1])

@@ -95,8 +95,8 @@ def capacity_rows(res: RunResult) -> list[str]:
          f"all orders from {cap.get('hot_users')} users, so after a few hundred orders every answer is a per-user "
          "refusal (409, expected). **healthz floor**: `GET /healthz`. orders/s = orders in PostgreSQL / wrk's load "
          "time (redis-gate: after its queue drained); decided/s = answers 201, 200 or 409 per second. p50/p99: "
-         "wrk's, the worse of the two instances. Server CPU: utime + stime of every seckill, postgres and "
-         "redis-server process (`/proc`) from the start of the load to the end of the drain, per order (per request "
+         "wrk's, the worse of the two instances. Server CPU: utime + stime of every seckill and postgres "
+         "process and of the service's redis-server (`/proc`) from the start of the load to the end of the drain, per order (per request "
          "for hot users and the floor); wrk µs/request: wrk's own CPU (a waited-for child); box CPU %: the whole "
          f"machine's over the same window, in % of one core ({res.machine.get('nproc')} cores = {(res.machine.get('nproc') or 0) * 100}%).", ""]
     rows = []

@@ -90,6 +90,20 @@ def test_group_cpu_counts_a_process_that_started_in_between_from_zero_and_a_reus
     assert used["busy"] == pytest.approx(400 * tick)
 
 
+def test_a_pinned_group_counts_only_its_pids(monkeypatch):
+    import bench.cpu as cpu
+
+    monkeypatch.setattr(cpu, "_PINNED", {})
+    before = {0: ("total", 1000), 20: ("redis-server", 100), 21: ("redis-server", 100)}
+    after = {0: ("total", 1100), 20: ("redis-server", 130), 21: ("redis-server", 170)}
+
+    cpu.pin("redis", [20])
+    used = group_cpu_s(before, after)
+
+    assert used["redis"] == pytest.approx(30 / cpu.CLK_TCK), "the lock servers' redis-server is not the service's"
+    assert used["busy"] == pytest.approx(100 / cpu.CLK_TCK)
+
+
 def test_a_clean_cell_has_no_violation_and_503s_are_not_one():
     assert check_wrk_cell(wrk_cell()) == []
     assert check_wrk_cell(wrk_cell(kind="storm", busy_503=900, answers={"201": 7100, "503": 900, "503 busy": 900})) == []
