@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from . import cpu
 from .cells import CellContext, audit_violations, fetch_audit
 from .processes import http_json, log, log_findings, rel, run_together
-from .quiet import quiet
+from .quiet import ready
 from .settings import (CAPACITY_SHARDS, CAPACITY_STOCK, CAPACITY_STRATEGIES, HOT_USERS, THROUGHPUT_USERS, WRK_CONNECTIONS,
                        WRK_HEALTHZ, WRK_ORDERS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel)
 
@@ -359,7 +359,7 @@ def run_capacity(ctx: CellContext, specs: list[WrkSpec], model: LoadModel) -> li
     for n, spec in enumerate(specs, 1):
         log(f"[wrk {n}/{len(specs)}] {spec.label}: {spec.connections} connections x {len(ctx.instances)} instances, "
             f"{spec.duration_s} s" + ("" if spec.strategy is None else f", {spec.total} units, {spec.users} users"))
-        quiet("the cell")
+        ready(ctx.pg, "the cell")
         t0 = time.monotonic()
         out.append(run_wrk_cell(ctx, spec, model))
         log(describe(out[-1]) + f" ({time.monotonic() - t0:.0f} s)")

@@ -25,7 +25,7 @@ from .latency import latency_specs, point_flag, point_spec
 from .machine import git_info, machine_info
 from .processes import Instance, SetupError, log, log_findings, rel
 from .publish import print_summary, write_results
-from .quiet import quiet, settle
+from .quiet import ready
 from .result import RunResult
 from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
                        MAIN_CELLS, MODERATE_RATE, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
@@ -216,7 +216,6 @@ def instances_alive(ctx: CellContext) -> None:
 
 def run_wrk_cells(plan: Plan, ctx: CellContext, res: RunResult) -> None:
     """The wrk cells (capacity.py), after the k6 ones: their load is far heavier."""
-    settle(ctx.pg, "before the wrk cells")
     res.capacity = run_capacity(ctx, plan.capacity, plan.model)
     for c in res.capacity:
         res.violations.extend(c.violations)
@@ -261,10 +260,8 @@ def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunR
     for key in plan.latency:
         if key not in tp:
             log(f"latency points of {key[0]}/{key[1]}: not run (no throughput cell of it in this run)")
-    if points:
-        settle(ctx.pg, "before the latency points")
     for n, spec in enumerate(points, 1):
-        quiet("the point")
+        ready(ctx.pg, "the point")
         cell = run_one(ctx, spec, n, len(points), res)
         cell.not_valid = point_flag(cell)
         if cell.not_valid:

@@ -321,6 +321,48 @@ def backend_runs(be: LockBackend, duration_ms: int) -> list[dict]:
     return runs
 
 
+# lockkit against rslock, the cheapest peer (a plain SET NX lock without a fence), at the targets'
+# concurrencies: runs of the two alternate, so that both see the box in the same state. One run of
+# each, minutes apart, put lockkit's C=16 ratio at x0.61, x0.93 and x0.73 in three full runs.
+HEAD_TO_HEAD_PEER = "rslock"
+HEAD_TO_HEAD_CONCURRENCIES = (16, 64)
+HEAD_TO_HEAD_ROUNDS = 3
+# What the medians are taken of.
+HEAD_TO_HEAD_FIELDS = ("pairs_per_sec", "redis_cpu_us_per_pair", "p99_us")
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(values)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def medians(runs: list[dict]) -> dict:
+    """The median of each of `HEAD_TO_HEAD_FIELDS` over the runs that completed, and how many did."""
+    done = [r for r in runs if "error" not in r]
+    out: dict = {"runs": len(done)}
+    for key in HEAD_TO_HEAD_FIELDS:
+        out[key] = _median([float(r[key]) for r in done if r.get(key) is not None])
+    return out
+
+
+def head_to_head(be: LockBackend, duration_ms: int) -> dict:
+    """`HEAD_TO_HEAD_ROUNDS` rounds of lockctl bench then rslock on the one Redis, per concurrency
+    (uncontended), and the medians of each side."""
+    out = {}
+    for c in HEAD_TO_HEAD_CONCURRENCIES:
+        sides: dict[str, list[dict]] = {"lockkit": [], HEAD_TO_HEAD_PEER: []}
+        for n in range(1, HEAD_TO_HEAD_ROUNDS + 1):
+            sides["lockkit"].append(lockctl_bench(be.url or "", c, duration_ms, None, be.pids))
+            sides[HEAD_TO_HEAD_PEER].append(peer_run(HEAD_TO_HEAD_PEER, "uncontended", c, be.node_urls, duration_ms, be.pids)[0])
+            log(f"    head to head C={c}, round {n}: lockkit {_describe_run(sides['lockkit'][-1])}; "
+                f"{HEAD_TO_HEAD_PEER} {_describe_run(sides[HEAD_TO_HEAD_PEER][-1])}")
+        out[str(c)] = {name: {"runs": runs, "median": medians(runs)} for name, runs in sides.items()}
+    return out
+
+
 def lock_ratios(lock_runs: list[dict], peers: list[dict], redis_by_c: dict, piped_by_c: dict) -> dict:
     """lockkit's uncontended pairs/s over the raw Redis pair rate and over each peer's, per C."""
     ratios = {}
@@ -369,7 +411,15 @@ def lockkit_section(duration_ms: int, peers_on: bool, redis_by_c: dict, backends
             rows, rc = peers_bench(be, libs, duration_ms)
             out_backends[be.name].update({"peers": rows, "peers_exit": rc})
     first = out_backends[backends[0].name]
+    one_redis = backends[0]
+    versus = {}
+    if peers_on and HEAD_TO_HEAD_PEER in PEER_LIBRARIES and not (one_redis.error or one_redis.not_run):
+        log(f"lockkit and {HEAD_TO_HEAD_PEER} head to head on {one_redis.label}: {HEAD_TO_HEAD_ROUNDS} alternating "
+            f"rounds at C={', '.join(map(str, HEAD_TO_HEAD_CONCURRENCIES))}")
+        versus = head_to_head(one_redis, duration_ms)
     return {
+        "head_to_head": versus,
+        "head_to_head_peer": HEAD_TO_HEAD_PEER,
         "duration_ms": duration_ms,
         "lockctl": first["runs"],
         "peers": first["peers"],

@@ -49,3 +49,14 @@ def quiet(what: str) -> None:
     """Waits for a quiet box before `what`, and logs how long it took."""
     waited, pct = wait_until_quiet()
     log(f"    quiet before {what} after {waited:.1f} s (servers at {pct:.0f}% of a core)")
+
+
+def ready(pg: Pg, what: str) -> None:
+    """Before each measured wrk cell and latency point: `settle`, then `quiet`. Once per section
+    was not enough: each cell or point writes tens of thousands of orders, and the autovacuum and
+    auto-analyze they trigger landed in the next window, at about 20% of a core for a few seconds
+    (seen in a per-process sample of a partial run); the same point then cost 156 or 246 µs per
+    order from one run to the next. Each window now starts with no maintenance owed by an earlier
+    one, and its own is done before the next (outside any window, as pgbench does it)."""
+    settle(pg, f"    before {what}")
+    quiet(what)

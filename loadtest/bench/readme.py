@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from .report_md import fmt, table
+from .targets import rslock_sides
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "loadtest" / "results"
@@ -57,10 +58,6 @@ def per_order(cost: dict | None) -> str:
     return f"{fmt(cost['total'])} ({fmt(cost['seckill'])} + {fmt(cost['postgres'])} + {fmt(cost['redis'])})"
 
 
-def lock_pair(lk: dict, runs: list[dict], c: int) -> dict:
-    return next((r for r in runs if r.get("concurrency") == c and r.get("mode") == "uncontended"), {})
-
-
 def bench_lines(res: dict) -> list[str]:
     """The costs-and-speeds table: orders at capacity, in a retry storm and with hot users per
     strategy, the HTTP floor, and a fenced lock pair against rslock."""
@@ -80,12 +77,11 @@ def bench_lines(res: dict) -> list[str]:
         rows.append([CELL_NAMES.get(c["kind"], c["kind"]), f"`{c['strategy']}`", speed,
                      cost + (" per request" if hot else "") + note, fmt(c["p99_ms"], 1)])
     lk = res.get("lockkit") or {}
-    libraries = [("lockkit", lk.get("lockctl") or [])]
-    libraries += [("rslock", [p for p in lk.get("peers") or [] if p.get("library") == "rslock"])]
-    for name, runs in libraries:
-        c16, c64 = lock_pair(lk, runs, 16), lock_pair(lk, runs, 64)
+    mine, theirs, source = rslock_sides(lk)
+    for name, sides in (("lockkit", mine), ("rslock", theirs)):
+        c16, c64 = sides.get(16) or {}, sides.get(64) or {}
         if c16:
-            rows.append(["lock pair, one Redis (C=16 / 64)", f"`{name}`",
+            rows.append([f"lock pair, one Redis (C=16 / 64){source}", f"`{name}`",
                          f"{fmt(c16.get('pairs_per_sec'))} / {fmt(c64.get('pairs_per_sec'))} pairs",
                          f"{fmt(c16.get('redis_cpu_us_per_pair'), 1)} Redis only, per pair", fmt((c16.get('p99_us') or 0) / 1000, 1)])
     return ([f"<!-- run: {run_stamp(res)} -->",

@@ -175,8 +175,8 @@ def latency_rows(res: RunResult) -> list[str]:
          "front) so that k6 sends every arrival (an open model). A point where k6 still dropped arrivals (`dropped_iterations`) fell back to a closed loop: "
          "its percentiles ignore the requests never sent, so it is flagged NOT VALID and left out of the chart. "
          f"owned-shards has one more point at a fixed {MODERATE_RATE} arrivals/s (the moderate load of its cost target). "
-         "The points follow a VACUUM ANALYZE, and each starts once the servers are quiet (under 10% of a core), so no "
-         "earlier cell's leftover work counts. "
+         "Each point follows a VACUUM ANALYZE and starts once the servers are quiet (under 10% of a core), so no "
+         "earlier cell's or point's leftover work (autovacuum of the rows it wrote) counts. "
          "Server CPU per order: seckill + PostgreSQL + Redis over k6's whole run (the sale's setup and the teardown "
          "audit included), per order made.", "",
          f"![p99 against offered load per strategy]({LATENCY_SVG})", ""]
@@ -271,6 +271,26 @@ def peers_rows(lk: dict) -> list[str]:
                "their pairs/s; compare contended runs on p99 (see loadtest/peers/README.md).", ""])
 
 
+def head_to_head_rows(lk: dict) -> list[str]:
+    """Each round of the alternating lockkit/rslock runs, and the medians the targets use."""
+    versus = lk.get("head_to_head") or {}
+    if not versus:
+        return []
+    peer = lk.get("head_to_head_peer", "rslock")
+    rows = []
+    for c, sides in versus.items():
+        for name in ("lockkit", peer):
+            runs, median = sides[name]["runs"], sides[name]["median"]
+            rounds = " / ".join("error" if "error" in r else fmt(r.get("pairs_per_sec")) for r in runs)
+            rows.append([f"C={c}", f"**{name}**" if name == "lockkit" else name, rounds, fmt(median.get("pairs_per_sec")),
+                         fmt(median.get("redis_cpu_us_per_pair"), 1), fmt(median.get("p99_us"))])
+    return ([f"## lockkit and {peer} head to head (one Redis, uncontended, {lk['duration_ms']} ms per run)", ""]
+            + table(["C", "library", "pairs/s, round by round", "median pairs/s", "median Redis CPU µs/pair",
+                     "median p99 µs"], "llrrrr", rows)
+            + [f"Each round runs lockkit then {peer}, so that both meet the box in the same state; the lock targets "
+               "use the medians.", ""])
+
+
 def backend_rows(lk: dict) -> list[str]:
     """"lockkit by backend": every backend the environment named, "not run (why)" for the others."""
     backends = lk.get("backends") or {}
@@ -348,7 +368,7 @@ def markdown(res: RunResult) -> str:
         L += strategy_rows(res) + cpu_rows(res.strategies) + lock_internal_rows(res.strategies)
         L += latency_rows(res) + ceiling_rows(res)
         if res.lockkit.get("backends"):
-            L += peers_rows(res.lockkit) + backend_rows(res.lockkit)
+            L += peers_rows(res.lockkit) + head_to_head_rows(res.lockkit) + backend_rows(res.lockkit)
     L += target_rows(res) + notes(res)
     L += [f"Raw data: `{res.files.get('json')}` (k6 summaries and service logs of this run under `{res.files.get('run_dir')}`).", ""]
     return "\n".join(L)
