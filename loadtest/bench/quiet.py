@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from .cpu import group_cpu_s, process_ticks
-from .processes import log
+from .processes import SetupError, log
 from .stores import Pg
 
 # The servers' CPU, in % of one core, below which the box counts as quiet (two idle instances,
@@ -36,13 +36,25 @@ def wait_until_quiet(longest_s: float = QUIET_LONGEST_S, window_s: float = 0.5) 
 
 
 def settle(pg: Pg, what: str) -> None:
-    """Before a section of measured cells: `VACUUM ANALYZE` the database, as pgbench does before
-    its runs, so that autovacuum of what the earlier cells wrote does not run inside a measured
-    window (it ran about every two minutes on the order tables in a full run, at a few % of a
-    core: under the quiet threshold, yet tens of µs per order at a moderate load)."""
+    """Before a measured window: `VACUUM ANALYZE` the database, as pgbench does before its runs,
+    so that autovacuum of what the earlier cells wrote does not run inside the window (it ran
+    about every two minutes on the order tables in a full run, at a few % of a core: under the
+    quiet threshold, yet tens of µs per order at a moderate load). Then `CHECKPOINT`, so that the
+    checkpointer does not write the earlier cells' dirty pages inside the window either: that is
+    PostgreSQL CPU counted against the window's orders, and disk writes that the window's own
+    commits wait behind in their WAL flush (a full run's 50% point had a p99 of 56 ms with the box
+    half idle, where partial runs, with far less written before them, had 22-25 ms). CHECKPOINT
+    needs a superuser or pg_checkpoint: without it the window starts without one, and the log
+    says so."""
     started = time.monotonic()
     pg.rows("VACUUM ANALYZE", timeout=600)
-    log(f"{what}: VACUUM ANALYZE in {time.monotonic() - started:.1f} s")
+    vacuumed = time.monotonic()
+    try:
+        pg.rows("CHECKPOINT", timeout=600)
+        checkpoint = f", CHECKPOINT in {time.monotonic() - vacuumed:.1f} s"
+    except SetupError as e:
+        checkpoint = f"; no CHECKPOINT ({e})"
+    log(f"{what}: VACUUM ANALYZE in {vacuumed - started:.1f} s{checkpoint}")
 
 
 def quiet(what: str) -> None:

@@ -175,7 +175,7 @@ def latency_rows(res: RunResult) -> list[str]:
          "front) so that k6 sends every arrival (an open model). A point where k6 still dropped arrivals (`dropped_iterations`) fell back to a closed loop: "
          "its percentiles ignore the requests never sent, so it is flagged NOT VALID and left out of the chart. "
          f"owned-shards has one more point at a fixed {MODERATE_RATE} arrivals/s (the moderate load of its cost target). "
-         "Each point follows a VACUUM ANALYZE and starts once the servers are quiet (under 10% of a core), so no "
+         "Each point follows a VACUUM ANALYZE and a CHECKPOINT and starts once the servers are quiet (under 10% of a core), so no "
          "earlier cell's or point's leftover work (autovacuum of the rows it wrote) counts. "
          "Server CPU per order: seckill + PostgreSQL + Redis over k6's whole run (the sale's setup and the teardown "
          "audit included), per order made.", "",
