@@ -40,12 +40,13 @@ def settle(pg: Pg, what: str) -> None:
     so that autovacuum of what the earlier cells wrote does not run inside the window (it ran
     about every two minutes on the order tables in a full run, at a few % of a core: under the
     quiet threshold, yet tens of µs per order at a moderate load). Then `CHECKPOINT`, so that the
-    checkpointer does not write the earlier cells' dirty pages inside the window either: that is
-    PostgreSQL CPU counted against the window's orders, and disk writes that the window's own
-    commits wait behind in their WAL flush (a full run's 50% point had a p99 of 56 ms with the box
-    half idle, where partial runs, with far less written before them, had 22-25 ms). CHECKPOINT
-    needs a superuser or pg_checkpoint: without it the window starts without one, and the log
-    says so."""
+    checkpointer does not write the earlier cells' dirty pages inside the window either: that
+    would be PostgreSQL CPU counted against the window's orders, and disk writes that the window's
+    own commits wait behind in their WAL flush. A precaution, added while a full run's 50% point
+    had a p99 of 56 ms with the box half idle (partial runs: 22-25 ms); in the next full run every
+    CHECKPOINT took 0.2 s or less, so there was little for it to move out of the windows.
+    CHECKPOINT needs a superuser or pg_checkpoint: without it the window starts without one, and
+    the log says so."""
     started = time.monotonic()
     pg.rows("VACUUM ANALYZE", timeout=600)
     vacuumed = time.monotonic()
