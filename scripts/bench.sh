@@ -10,13 +10,13 @@
 #   scripts/bench.sh --only-capacity   the wrk cells alone (~2 min): loadtest/results/capacity-latest.*
 #   scripts/bench.sh --help      the runner's options (any of them can be added to the above)
 #
-# Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up; in full mode
-# also ZooKeeper and etcd, whose export lines give ZOOKEEPER_URL and ETCD_URL to the lock
-# section), the extra Redis servers of lockkit's Redlock, Cluster and Sentinel backends
-# (scripts/lock-servers.sh; these and ZooKeeper and etcd start only before the lock section), the binaries `seckill` and `lockctl` (BENCH_SKIP_BUILD=1: use
-# those already built, e.g. in CARGO_TARGET_DIR; BENCH_DATABASE_URL and BENCH_REDIS_URL: see
-# below), k6 (scripts/k6.sh), wrk (Debian), psycopg 3 (the runner's PostgreSQL driver), and in
-# full mode the peer harnesses (loadtest/peers/setup.sh).
+# Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up), in full mode
+# ZooKeeper and etcd (ZOOKEEPER_URL, ETCD_URL), the extra Redis servers of lockkit's Redlock,
+# Cluster and Sentinel backends (scripts/lock-servers.sh; these start just before the lock section),
+# the binaries `seckill` and `lockctl` (BENCH_SKIP_BUILD=1: use those already built, e.g. in
+# CARGO_TARGET_DIR; BENCH_DATABASE_URL and BENCH_REDIS_URL: see below), k6 (scripts/k6.sh), wrk
+# (Debian), psycopg 3 (the runner's PostgreSQL driver), and in full mode the peer harnesses
+# (loadtest/peers/setup.sh).
 # Services that were not running before are stopped again at the end (KEEP_SERVICES=1 leaves them
 # running); services that were already running are left alone. The lock servers follow the same rule.
 set -euo pipefail

@@ -18,9 +18,10 @@ sale of `CAPACITY_STOCK` units over 20 shards:
                rows decide under contention
     healthz    GET /healthz: the HTTP floor, seckill's CPU per request for HTTP alone
 
-Around each cell the CPU time of every seckill and postgres process and of the service's redis-server (`cpu.py`)
-and wrk's own (a waited-for child) give the CPU per order by component. `check_wrk_cell` is the
-pure correctness check of a result; the targets are in targets.py, the table in report_md.py.
+Around each cell the CPU time of every seckill and postgres process and of the service's
+redis-server (`cpu.py`) and wrk's own (a waited-for child) give the CPU per order by component.
+`check_wrk_cell` is the pure correctness check of a result; the targets are in targets.py, the
+table in report_md.py.
 """
 
 from __future__ import annotations
