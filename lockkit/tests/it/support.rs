@@ -8,6 +8,7 @@ use std::{
     time::Duration,
 };
 
+use futures_util::FutureExt;
 use lockkit::LockClient;
 use redis::aio::MultiplexedConnection;
 use tokio::{
@@ -54,12 +55,7 @@ pub(crate) async fn cancelled_at_varied_points<T>(
     acquire: impl Future<Output = T>,
 ) -> Option<T> {
     if i.is_multiple_of(3) {
-        let mut acquire = std::pin::pin!(acquire);
-        let mut once = std::task::Context::from_waker(std::task::Waker::noop());
-        return match acquire.as_mut().poll(&mut once) {
-            std::task::Poll::Ready(done) => Some(done),
-            std::task::Poll::Pending => None,
-        };
+        return acquire.now_or_never();
     }
     tokio::time::timeout(Duration::from_micros(first_us + (i * step_us) % spread_us), acquire).await.ok()
 }
