@@ -15,7 +15,9 @@ use rand::seq::SliceRandom;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_error, db, eventually, spawn_app_with, test_settings};
+use crate::helpers::{
+    TestApp, assert_error, db, db_at, drop_scratch_database, eventually, scratch_database, spawn_app_with, test_settings,
+};
 
 /// Requests per instance and round: enough for both instances' batches to overlap.
 const ROUND: usize = 64;
@@ -199,7 +201,16 @@ impl Batch {
 
     /// The outcomes, one per order, or the batch's single outcome (`deposed`, `stale_sale`).
     async fn commit(&self, sku: &str, generation: i64, fence: i64) -> Vec<String> {
-        let db = db().await;
+        self.commit_with(&db().await, "", sku, generation, fence).await
+    }
+
+    /// The lines of `EXPLAIN (ANALYZE, BUFFERS)` of committing the batch on `db`.
+    async fn explain(&self, db: &tokio_postgres::Client, sku: &str, generation: i64, fence: i64) -> Vec<String> {
+        self.commit_with(db, "EXPLAIN (ANALYZE, BUFFERS) ", sku, generation, fence).await
+    }
+
+    /// The rows' first column of `prefix` + the batch's commit, on `db`.
+    async fn commit_with(&self, db: &tokio_postgres::Client, prefix: &str, sku: &str, generation: i64, fence: i64) -> Vec<String> {
         let users: Vec<&str> = self.orders.iter().map(|o| o.0).collect();
         let quantities: Vec<i32> = self.orders.iter().map(|o| o.1).collect();
         let keys: Vec<Option<&str>> = self.orders.iter().map(|o| o.2).collect();
@@ -209,10 +220,11 @@ impl Batch {
             self.parts.iter().map(|p| p.2).collect(),
         );
         let committed: Vec<i32> = vec![100, 100];
+        let call = "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, true, '{0,1}', ARRAY[$3::bigint, $3::bigint], $4, \
+                    ARRAY[now(), now()], $5, $6, $7, $8, $9, $10) ORDER BY ord";
         let rows = db
             .query(
-                "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, true, '{0,1}', ARRAY[$3::bigint, $3::bigint], $4, \
-                 ARRAY[now(), now()], $5, $6, $7, $8, $9, $10) ORDER BY ord",
+                &format!("{prefix}{call}"),
                 &[&sku, &generation, &fence, &committed, &users, &quantities, &keys, &part_order, &part_shard, &part_take],
             )
             .await
@@ -221,12 +233,11 @@ impl Batch {
     }
 }
 
-/// A fresh sale of two shards of 100 units, per-user limit 2, claimed with fence 7; its
-/// generation.
-async fn sale_for_batches(app: &TestApp) -> (String, i64) {
+/// A fresh sale of two shards of 100 units, per-user limit 2, claimed with fence 7 (in the database
+/// `db` is connected to, the one `app` serves); its generation.
+async fn sale_for_batches(app: &TestApp, db: &tokio_postgres::Client) -> (String, i64) {
     let sku =
         app.create_sale(json!({"total": 200, "shards": 2, "per_user_limit": 2, "max_per_order": 2, "strategy": "owned-shards"})).await;
-    let db = db().await;
     db.execute("UPDATE shards SET fence = 7 WHERE sku = $1", &[&sku]).await.unwrap();
     let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
     (sku, generation)
@@ -237,7 +248,7 @@ async fn sale_for_batches(app: &TestApp) -> (String, i64) {
 #[tokio::test]
 async fn the_batch_function_decides_each_order_as_the_loop_did() {
     let app = spawn_app_with(test_settings()).await;
-    let (sku, generation) = sale_for_batches(&app).await;
+    let (sku, generation) = sale_for_batches(&app, &db().await).await;
     let outcomes = async |batch: Batch| batch.commit(&sku, generation, 7).await;
 
     // Plain orders.
@@ -281,6 +292,78 @@ async fn the_batch_function_decides_each_order_as_the_loop_did() {
         db.query("SELECT remaining FROM shards WHERE sku = $1 ORDER BY shard", &[&sku]).await.unwrap().iter().map(|r| r.get(0)).collect();
     // Each batch writes its committed stock (100) minus what it took, as the owner's memory would.
     assert_eq!(remaining, [99, 98], "the last batch that wrote: gus's 1 + hal's 1 from shard 1, gus's 1 from shard 0");
+}
+
+/// Shared buffers (hit + read) of the top node of `plan` (EXPLAIN's text lines): what one call
+/// touched, the statements a function ran included.
+fn buffers_touched(plan: &[String]) -> u64 {
+    let line = plan.iter().find(|l| l.trim_start().starts_with("Buffers: shared")).expect("EXPLAIN (BUFFERS) names the shared buffers");
+    ["hit=", "read="]
+        .iter()
+        .filter_map(|kind| line.split(kind).nth(1))
+        .map(|n| n.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// The duplicate-key probe as migration 0013 wrote it, alone in a function planned as the batch
+/// function's statements are: the control of the test below.
+const KEY_PROBE_BEFORE_0018: &str = "
+    CREATE FUNCTION key_probe_before_0018(p_sku text, p_keys text[], p_quantities integer[], p_limit integer)
+    RETURNS integer[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+    DECLARE v_duplicate integer[];
+    BEGIN
+        SELECT coalesce(array_agg(d.n), '{}') INTO v_duplicate
+          FROM (SELECT x.n, x.k, row_number() OVER (PARTITION BY x.k ORDER BY x.n) AS nth
+                  FROM unnest(p_keys, p_quantities) WITH ORDINALITY AS x(k, q, n)
+                 WHERE x.k IS NOT NULL AND x.q <= p_limit) AS d
+         WHERE d.nth > 1 OR EXISTS (SELECT 1 FROM orders o WHERE o.sku = p_sku AND o.idempotency_key = d.k);
+        RETURN v_duplicate;
+    END
+    $$";
+
+/// Orders the bulk insert below writes: enough that reading every key of the sale costs hundreds
+/// of buffers, where probing one key costs a few.
+const BULK_ORDERS: i32 = 20_000;
+
+/// A batch probes its own keys, whatever the sale holds: a connection whose plans were made while
+/// the sale had no orders (a fresh database, tables just analyzed empty, as `make bench` starts)
+/// still reads a handful of buffers per batch after the sale has 20 000 orders (migration 0018).
+/// Control: the probe as it was, planned the same way on the same connection, reads every key of
+/// the sale (a hashed subplan), so the same bound fails.
+#[tokio::test]
+async fn a_batch_reads_its_own_keys_not_every_order_of_the_sale() {
+    let (url, name) = scratch_database("key_probe").await;
+    let mut settings = test_settings();
+    settings.database_url = seckill::config::Secret::new(url.clone());
+    let app = spawn_app_with(settings).await;
+    let db = db_at(&url).await;
+    let (sku, generation) = sale_for_batches(&app, &db).await;
+    db.batch_execute(KEY_PROBE_BEFORE_0018).await.unwrap();
+    db.batch_execute("ANALYZE orders").await.unwrap();
+    let probe_before_0018 = "SELECT key_probe_before_0018($1, ARRAY['k1'], ARRAY[1], 2)";
+
+    // Both plans are made now, on an empty orders table, and kept for the connection.
+    let first = Batch::on_shard_0(vec![("ann", 1, Some("first"))]);
+    assert_eq!(first.commit_with(&db, "", &sku, generation, 7).await, ["ok"]);
+    db.execute(probe_before_0018, &[&sku]).await.unwrap();
+    db.execute(
+        "INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key) \
+         SELECT $1, 'bulk-' || g, 1, 0, 7, 'bulk-' || g FROM generate_series(1, $2) AS g",
+        &[&sku, &BULK_ORDERS],
+    )
+    .await
+    .unwrap();
+
+    let batch = buffers_touched(&Batch::on_shard_0(vec![("bob", 1, Some("k1"))]).explain(&db, &sku, generation, 7).await);
+    let plan: Vec<String> =
+        db.query(&format!("EXPLAIN (ANALYZE, BUFFERS) {probe_before_0018}"), &[&sku]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let control = buffers_touched(&plan);
+    app.stop().await;
+    drop(db);
+    drop_scratch_database(&name).await;
+    let bound = 200;
+    assert!(batch < bound, "a one-order batch touched {batch} buffers with {BULK_ORDERS} orders in the sale");
+    assert!(control >= bound, "control: the probe before 0018 touched only {control} buffers: the bound cannot tell them apart");
 }
 
 /// Whether both backends `pids` come to wait on a lock (polled, bounded).
@@ -451,7 +534,7 @@ async fn a_batch_that_lost_to_contention_keeps_its_shard_and_its_order() {
 #[tokio::test]
 async fn two_deposed_batches_at_once_are_both_refused_and_counted() {
     let app = spawn_app_with(test_settings()).await;
-    let (sku, generation) = sale_for_batches(&app).await;
+    let (sku, generation) = sale_for_batches(&app, &db().await).await;
     let admin = db().await;
     let mut holder = db().await;
     let hold = holder.transaction().await.unwrap();

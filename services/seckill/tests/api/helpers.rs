@@ -119,7 +119,12 @@ pub(crate) async fn eventually(mut check: impl AsyncFnMut() -> bool) -> bool {
 /// A direct PostgreSQL connection, for what only the database can tell.
 pub(crate) async fn db() -> tokio_postgres::Client {
     let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://seckill@127.0.0.1:5440/seckill".into());
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    db_at(&url).await
+}
+
+/// A direct PostgreSQL connection to the database at `url` (a scratch one).
+pub(crate) async fn db_at(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
     client
 }
