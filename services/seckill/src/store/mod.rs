@@ -15,7 +15,7 @@ mod shards;
 
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, QueueMode, RecyclingMethod, Runtime};
 use lockkit::Fence;
 use tokio_postgres::NoTls;
 
@@ -65,6 +65,12 @@ impl Db {
             let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
             Pool::builder(manager)
                 .max_size(size)
+                // The connection used last goes out first: a batcher, which sends one batch at a
+                // time, keeps finding the same backend (its plans, caches and pages warm) instead
+                // of cycling through every idle one. pgbench of seckill_commit_batch, batches of 3
+                // orders at 200/s: 1520 and 1640 µs of PostgreSQL CPU per batch on one connection,
+                // 1767 and 2310 spread over 16.
+                .queue_mode(QueueMode::Lifo)
                 .runtime(Runtime::Tokio1)
                 .wait_timeout(Some(Duration::from_secs(2)))
                 .create_timeout(Some(Duration::from_secs(2)))
