@@ -199,9 +199,12 @@ async fn record_request(
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = Instant::now();
-    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
     let method = method_label(req.method());
     let response = next.call(req).await?;
+    // Read after routing, from the route the request took. Before routing, actix matched the
+    // path against the patterns again (regex_lite: about a tenth of seckill's CPU at 2000
+    // orders/s, `perf record` of both instances).
+    let route = response.request().match_pattern().unwrap_or_else(|| "unmatched".into());
     let status = response.status().as_u16().to_string();
     metrics::counter!("seckill_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
     metrics::histogram!("seckill_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());

@@ -28,6 +28,23 @@ async fn metrics_expose_service_and_lockkit_series() {
     assert!(text.contains("seckill_order_duration_seconds_bucket"), "histograms have buckets");
 }
 
+/// Requests are counted by the pattern of the route that answered, never by the raw path (a series
+/// per sku, or per URL a scanner probes, would grow without bound); a path no route matches is
+/// `unmatched`.
+#[tokio::test]
+async fn requests_are_counted_by_route_pattern() {
+    let app = spawn_app().await;
+    let sku = app.create_sale(crate::helpers::sale_body(10, 2, "sharded-fenced")).await;
+    assert_eq!(app.order(&sku, "route-user", 1, None).await.status(), StatusCode::CREATED);
+    app.http.get(format!("{}/v2/probe-{sku}", app.address)).send().await.unwrap();
+
+    let text = app.http.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+
+    assert!(text.contains(r#"route="/v1/sales/{sku}/orders""#), "{text}");
+    assert!(text.contains(r#"route="unmatched""#), "{text}");
+    assert!(!text.contains(&format!("/v1/sales/{sku}")) && !text.contains("/v2/probe"), "no raw path as a label: {text}");
+}
+
 /// A client that invents methods cannot create metric series: every unknown method token is one
 /// label, `other`.
 #[tokio::test]
