@@ -16,6 +16,12 @@ use tokio::process::Command;
 
 use crate::processes::{seckill::parse_prometheus, wait_until};
 
+/// How many times `pause` asks the engine before it reports a freeze that did not take.
+const PAUSE_ATTEMPTS: u32 = 3;
+
+/// The wait before asking again.
+const PAUSE_RETRY_AFTER: Duration = Duration::from_millis(200);
+
 /// One seckill container of a compose project.
 #[derive(Debug, Clone)]
 pub struct Container {
@@ -63,9 +69,23 @@ impl Container {
         &self.base_url
     }
 
-    /// `docker pause`: the cgroup freezer stops every process of the container.
+    /// `docker pause`: the cgroup freezer stops every process of the container. On a loaded host
+    /// the engine can give up before the freezer settles ("unable to freeze", seen in CI); it
+    /// leaves the container running, so the pause is tried again, [`PAUSE_ATTEMPTS`] times in all.
     pub async fn pause(&self) -> Result<()> {
-        self.docker(&["pause"]).await
+        let mut attempt = 1;
+        loop {
+            match self.docker(&["pause"]).await {
+                Err(e)
+                    if attempt < PAUSE_ATTEMPTS
+                        && format!("{e:#}").contains("unable to freeze") =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(PAUSE_RETRY_AFTER).await;
+                }
+                outcome => return outcome,
+            }
+        }
     }
 
     /// `docker unpause`.
