@@ -71,7 +71,7 @@ impl Container {
 
     /// `docker pause`: the cgroup freezer stops every process of the container. On a loaded host
     /// the engine can give up before the freezer settles ("unable to freeze", seen in CI); it
-    /// leaves the container running, so the pause is tried again, [`PAUSE_ATTEMPTS`] times in all.
+    /// leaves the container running, so the pause is tried again, `PAUSE_ATTEMPTS` times in all.
     pub async fn pause(&self) -> Result<()> {
         let mut attempt = 1;
         loop {
