@@ -79,9 +79,9 @@ export SECKILL_3_PORT=$((PORT_BASE + 4)) FAULTS_PG_PORT=$((PORT_BASE + 5))
 export SECKILL_ADMIN_TOKEN="compose-check-$$"
 if [[ "$bounded" -eq 1 ]]; then
     # The same Dockerfile and crates, unoptimised: half the cold build, to fit `make test`. An
-    # unoptimised instance spends about a millisecond of CPU per request, so the sale goes at
-    # half the full check's rate: at 600/s two of them and k6 filled both cores of a 2-core box,
-    # batch commits missed their 800 ms bound, and the owners rightly answered 503 for a lease.
+    # unoptimised instance spends about 1.5 ms of CPU per request, so the sale goes at 300/s: at
+    # 600/s two of them and k6 filled both cores of a 2-core box, batch commits missed their
+    # 800 ms bound, and the owners rightly answered 503 for a lease.
     BUILD_LIMIT=1500 UP_LIMIT=120 SALE_RATE="${COMPOSE_SALE_RATE:-300}" SALE_DURATION="${COMPOSE_SALE_DURATION:-50s}"
     FAULT_ROWS="${COMPOSE_FAULT_ROWS:-containers-pause,containers-control}" CHAOS_PROFILE=dev FAULTS_LIMIT=300
     FAULTS_OUT="$WORK"
