@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (16, include_str!("../../migrations/0016_batch_plans_on_empty_tables.sql")),
     (17, include_str!("../../migrations/0017_fold_returns_plan_cached.sql")),
     (18, include_str!("../../migrations/0018_key_probe_per_key.sql")),
+    (19, include_str!("../../migrations/0019_gate_duplicate_probe_per_entry.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

@@ -16,7 +16,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestApp, assert_error, db, db_at, drop_scratch_database, eventually, scratch_database, spawn_app_with, test_settings,
+    BULK_ORDERS, TestApp, assert_error, buffers_touched, db, db_at, drop_scratch_database, eventually, scratch_database, spawn_app_with,
+    test_settings,
 };
 
 /// Requests per instance and round: enough for both instances' batches to overlap.
@@ -294,17 +295,6 @@ async fn the_batch_function_decides_each_order_as_the_loop_did() {
     assert_eq!(remaining, [99, 98], "the last batch that wrote: gus's 1 + hal's 1 from shard 1, gus's 1 from shard 0");
 }
 
-/// Shared buffers (hit + read) of the top node of `plan` (EXPLAIN's text lines): what one call
-/// touched, the statements a function ran included.
-fn buffers_touched(plan: &[String]) -> u64 {
-    let line = plan.iter().find(|l| l.trim_start().starts_with("Buffers: shared")).expect("EXPLAIN (BUFFERS) names the shared buffers");
-    ["hit=", "read="]
-        .iter()
-        .filter_map(|kind| line.split(kind).nth(1))
-        .map(|n| n.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse::<u64>().unwrap())
-        .sum()
-}
-
 /// The duplicate-key probe as migration 0013 wrote it, alone in a function planned as the batch
 /// function's statements are: the control of the test below.
 const KEY_PROBE_BEFORE_0018: &str = "
@@ -320,10 +310,6 @@ const KEY_PROBE_BEFORE_0018: &str = "
         RETURN v_duplicate;
     END
     $$";
-
-/// Orders the bulk insert below writes: enough that reading every key of the sale costs hundreds
-/// of buffers, where probing one key costs a few.
-const BULK_ORDERS: i32 = 20_000;
 
 /// A batch probes its own keys, whatever the sale holds: a connection whose plans were made while
 /// the sale had no orders (a fresh database, tables just analyzed empty, as `make bench` starts)

@@ -8,7 +8,10 @@ use seckill::config::Settings;
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{ADMIN_TOKEN, TestApp, assert_error, db, spawn_app_with, test_settings},
+    helpers::{
+        ADMIN_TOKEN, BULK_ORDERS, TestApp, assert_error, buffers_touched, db, db_at, drop_scratch_database, scratch_database,
+        spawn_app_with, test_settings,
+    },
     orders::redis_url,
 };
 
@@ -269,6 +272,37 @@ async fn references_are_never_handed_out_twice_after_redis_lost_the_sale() {
     assert!(next > lost, "reference {next} after the lost {lost}: seeding from PostgreSQL alone would hand out {lost} again");
 }
 
+/// Entries as the gate's writer hands them to `seckill_gate_write`: one unit each, from shard 0 or
+/// 1 by position.
+struct GateEntries {
+    refs: Vec<i64>,
+    generations: Vec<i64>,
+    users: Vec<&'static str>,
+    keys: Vec<Option<&'static str>>,
+}
+
+impl GateEntries {
+    /// The rows' first column of `prefix` + writing the entries of `sku`, on `db`: the outcomes in
+    /// entry order, or EXPLAIN's lines.
+    async fn write_with(&self, db: &tokio_postgres::Client, prefix: &str, sku: &str) -> Vec<String> {
+        let n = self.refs.len() as i32;
+        let entries: Vec<i32> = (1..=n).collect();
+        let shards: Vec<i32> = (0..n).map(|i| i % 2).collect();
+        let call = "SELECT outcome FROM seckill_gate_write($1, $2, $3, $4, array_fill(1, ARRAY[$5::int]), $6, $7, $8, \
+                    array_fill(1, ARRAY[$5::int])) ORDER BY ord";
+        let rows = db
+            .query(&format!("{prefix}{call}"), &[&sku, &self.refs, &self.generations, &self.users, &n, &self.keys, &entries, &shards])
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+}
+
+/// The generation of `sku`, from `db`.
+async fn generation(db: &tokio_postgres::Client, sku: &str) -> i64 {
+    db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0)
+}
+
 /// The writer's SQL, set-based, on one table of entries: written, a reference written before
 /// (duplicate), an entry of an earlier generation (stale), and a key that belongs to another
 /// reference (conflict). Only the written ones move the stock and the user counts.
@@ -277,20 +311,9 @@ async fn the_gate_write_function_records_each_entry_once() {
     let app = spawn_app_with(gate_settings()).await;
     let sku = app.create_sale(sale(100, 2, 5, "redis-gate")).await;
     let db = db().await;
-    let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
-    let write = async |refs: Vec<i64>, generations: Vec<i64>, users: Vec<&str>, keys: Vec<Option<&str>>| -> Vec<String> {
-        let n = refs.len() as i32;
-        let entries: Vec<i32> = (1..=n).collect();
-        let shards: Vec<i32> = (0..n).map(|i| i % 2).collect();
-        let rows = db
-            .query(
-                "SELECT outcome FROM seckill_gate_write($1, $2, $3, $4, array_fill(1, ARRAY[$5::int]), $6, $7, $8, \
-                 array_fill(1, ARRAY[$5::int])) ORDER BY ord",
-                &[&sku, &refs, &generations, &users, &n, &keys, &entries, &shards],
-            )
-            .await
-            .unwrap();
-        rows.iter().map(|r| r.get(0)).collect()
+    let generation = generation(&db, &sku).await;
+    let write = async |refs: Vec<i64>, generations: Vec<i64>, users: Vec<&'static str>, keys: Vec<Option<&'static str>>| {
+        GateEntries { refs, generations, users, keys }.write_with(&db, "", &sku).await
     };
 
     let first = write(vec![1, 2], vec![generation; 2], vec!["ann", "bob"], vec![Some("k1"), None]).await;
@@ -310,6 +333,64 @@ async fn the_gate_write_function_records_each_entry_once() {
     assert_eq!(ann, 2);
     let remaining: i64 = db.query_one("SELECT sum(remaining) FROM shards WHERE sku = $1", &[&sku]).await.unwrap().get(0);
     assert_eq!(remaining, 97);
+}
+
+/// How a gate batch told a duplicate entry from a conflict before migration 0019, alone in a
+/// function planned as the writer's statements are: the control of the test below.
+const DUPLICATE_PROBE_BEFORE_0019: &str = "
+    CREATE FUNCTION duplicate_probe_before_0019(p_sku text, p_refs bigint[])
+    RETURNS SETOF text LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+    BEGIN
+        RETURN QUERY
+            SELECT CASE WHEN EXISTS (SELECT 1 FROM orders o WHERE o.sku = p_sku AND o.gate_ref = p_refs[g.n]) THEN 'duplicate'
+                        ELSE 'conflict' END
+              FROM generate_series(1, coalesce(array_length(p_refs, 1), 0)) AS g(n);
+    END
+    $$";
+
+/// A gate batch with a redelivered entry probes that entry's reference, whatever the sale holds:
+/// a connection whose plans were made while the sale had no orders still reads a handful of
+/// buffers for it after the sale has 20 000 orders (migration 0019). Control: the probe as it
+/// was, planned the same way on the same connection, reads every reference of the sale (a hashed
+/// subplan), so the same bound fails.
+#[tokio::test]
+async fn a_gate_batch_reads_its_own_references_not_every_order_of_the_sale() {
+    let (url, name) = scratch_database("gate_ref_probe").await;
+    let mut settings = gate_settings();
+    settings.database_url = seckill::config::Secret::new(url.clone());
+    let app = spawn_app_with(settings).await;
+    let db = db_at(&url).await;
+    let sku = app.create_sale(sale(100, 2, 5, "redis-gate")).await;
+    let generation = generation(&db, &sku).await;
+    db.batch_execute(DUPLICATE_PROBE_BEFORE_0019).await.unwrap();
+    db.batch_execute("ANALYZE orders").await.unwrap();
+    let probe_before_0019 = "SELECT duplicate_probe_before_0019($1, ARRAY[1001::bigint])";
+
+    // Both plans are made now, on an empty orders table, and kept for the connection.
+    let first = GateEntries { refs: vec![1], generations: vec![generation], users: vec!["ann"], keys: vec![Some("first")] };
+    assert_eq!(first.write_with(&db, "", &sku).await, ["written"]);
+    db.execute(probe_before_0019, &[&sku]).await.unwrap();
+    db.execute(
+        "INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key, gate_ref) \
+         SELECT $1, 'bulk-' || g, 1, 0, 0, 'bulk-' || g, 1000 + g FROM generate_series(1, $2) AS g",
+        &[&sku, &BULK_ORDERS],
+    )
+    .await
+    .unwrap();
+
+    // The entry of reference 1001 again, as a writer that died before its acknowledgement leaves it.
+    let redelivered = GateEntries { refs: vec![1001], generations: vec![generation], users: vec!["bulk-1"], keys: vec![Some("bulk-1")] };
+    assert_eq!(redelivered.write_with(&db, "", &sku).await, ["duplicate"]);
+    let batch = buffers_touched(&redelivered.write_with(&db, "EXPLAIN (ANALYZE, BUFFERS) ", &sku).await);
+    let plan: Vec<String> =
+        db.query(&format!("EXPLAIN (ANALYZE, BUFFERS) {probe_before_0019}"), &[&sku]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let control = buffers_touched(&plan);
+    app.stop().await;
+    drop(db);
+    drop_scratch_database(&name).await;
+    let bound = 200;
+    assert!(batch < bound, "a batch of one redelivered entry touched {batch} buffers with {BULK_ORDERS} orders in the sale");
+    assert!(control >= bound, "control: the probe before 0019 touched only {control} buffers: the bound cannot tell them apart");
 }
 
 /// A `seckill` process of its own (the binary), started with a test-only failpoint armed: its

@@ -146,3 +146,19 @@ pub(crate) async fn scratch_database(label: &str) -> (String, String) {
 pub(crate) async fn drop_scratch_database(name: &str) {
     db().await.execute(&format!("DROP DATABASE {name} WITH (FORCE)"), &[]).await.unwrap();
 }
+
+/// Orders a test bulk-inserts into a sale to show that a batch's plan reads only its own rows:
+/// enough that reading every order of the sale costs thousands of buffers, where a probe costs a
+/// few.
+pub(crate) const BULK_ORDERS: i32 = 20_000;
+
+/// Shared buffers (hit + read) of the top node of `plan` (EXPLAIN's text lines): what one call
+/// touched, the statements a function ran included.
+pub(crate) fn buffers_touched(plan: &[String]) -> u64 {
+    let line = plan.iter().find(|l| l.trim_start().starts_with("Buffers: shared")).expect("EXPLAIN (BUFFERS) names the shared buffers");
+    ["hit=", "read="]
+        .iter()
+        .filter_map(|kind| line.split(kind).nth(1))
+        .map(|n| n.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
