@@ -16,8 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    BULK_ORDERS, TestApp, assert_error, buffers_touched, db, db_at, drop_scratch_database, eventually, scratch_database, spawn_app_with,
-    test_settings,
+    BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, eventually, explain, spawn_app_with, test_settings,
 };
 
 /// Requests per instance and round: enough for both instances' batches to overlap.
@@ -318,12 +317,9 @@ const KEY_PROBE_BEFORE_0018: &str = "
 /// the sale (a hashed subplan), so the same bound fails.
 #[tokio::test]
 async fn a_batch_reads_its_own_keys_not_every_order_of_the_sale() {
-    let (url, name) = scratch_database("key_probe").await;
-    let mut settings = test_settings();
-    settings.database_url = seckill::config::Secret::new(url.clone());
-    let app = spawn_app_with(settings).await;
-    let db = db_at(&url).await;
-    let (sku, generation) = sale_for_batches(&app, &db).await;
+    let scratch = ScratchApp::start("key_probe", test_settings()).await;
+    let db = db_at(&scratch.url).await;
+    let (sku, generation) = sale_for_batches(&scratch.app, &db).await;
     db.batch_execute(KEY_PROBE_BEFORE_0018).await.unwrap();
     db.batch_execute("ANALYZE orders").await.unwrap();
     let probe_before_0018 = "SELECT key_probe_before_0018($1, ARRAY['k1'], ARRAY[1], 2)";
@@ -341,12 +337,9 @@ async fn a_batch_reads_its_own_keys_not_every_order_of_the_sale() {
     .unwrap();
 
     let batch = buffers_touched(&Batch::on_shard_0(vec![("bob", 1, Some("k1"))]).explain(&db, &sku, generation, 7).await);
-    let plan: Vec<String> =
-        db.query(&format!("EXPLAIN (ANALYZE, BUFFERS) {probe_before_0018}"), &[&sku]).await.unwrap().iter().map(|r| r.get(0)).collect();
-    let control = buffers_touched(&plan);
-    app.stop().await;
+    let control = buffers_touched(&explain(&db, probe_before_0018, &[&sku]).await);
     drop(db);
-    drop_scratch_database(&name).await;
+    scratch.finish().await;
     let bound = 200;
     assert!(batch < bound, "a one-order batch touched {batch} buffers with {BULK_ORDERS} orders in the sale");
     assert!(control >= bound, "control: the probe before 0018 touched only {control} buffers: the bound cannot tell them apart");

@@ -9,8 +9,7 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::{
-        ADMIN_TOKEN, BULK_ORDERS, TestApp, assert_error, buffers_touched, db, db_at, drop_scratch_database, scratch_database,
-        spawn_app_with, test_settings,
+        ADMIN_TOKEN, BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, explain, spawn_app_with, test_settings,
     },
     orders::redis_url,
 };
@@ -355,12 +354,9 @@ const DUPLICATE_PROBE_BEFORE_0019: &str = "
 /// subplan), so the same bound fails.
 #[tokio::test]
 async fn a_gate_batch_reads_its_own_references_not_every_order_of_the_sale() {
-    let (url, name) = scratch_database("gate_ref_probe").await;
-    let mut settings = gate_settings();
-    settings.database_url = seckill::config::Secret::new(url.clone());
-    let app = spawn_app_with(settings).await;
-    let db = db_at(&url).await;
-    let sku = app.create_sale(sale(100, 2, 5, "redis-gate")).await;
+    let scratch = ScratchApp::start("gate_ref_probe", gate_settings()).await;
+    let db = db_at(&scratch.url).await;
+    let sku = scratch.app.create_sale(sale(100, 2, 5, "redis-gate")).await;
     let generation = generation(&db, &sku).await;
     db.batch_execute(DUPLICATE_PROBE_BEFORE_0019).await.unwrap();
     db.batch_execute("ANALYZE orders").await.unwrap();
@@ -382,12 +378,9 @@ async fn a_gate_batch_reads_its_own_references_not_every_order_of_the_sale() {
     let redelivered = GateEntries { refs: vec![1001], generations: vec![generation], users: vec!["bulk-1"], keys: vec![Some("bulk-1")] };
     assert_eq!(redelivered.write_with(&db, "", &sku).await, ["duplicate"]);
     let batch = buffers_touched(&redelivered.write_with(&db, "EXPLAIN (ANALYZE, BUFFERS) ", &sku).await);
-    let plan: Vec<String> =
-        db.query(&format!("EXPLAIN (ANALYZE, BUFFERS) {probe_before_0019}"), &[&sku]).await.unwrap().iter().map(|r| r.get(0)).collect();
-    let control = buffers_touched(&plan);
-    app.stop().await;
+    let control = buffers_touched(&explain(&db, probe_before_0019, &[&sku]).await);
     drop(db);
-    drop_scratch_database(&name).await;
+    scratch.finish().await;
     let bound = 200;
     assert!(batch < bound, "a batch of one redelivered entry touched {batch} buffers with {BULK_ORDERS} orders in the sale");
     assert!(control >= bound, "control: the probe before 0019 touched only {control} buffers: the bound cannot tell them apart");

@@ -129,9 +129,9 @@ pub(crate) async fn db_at(url: &str) -> tokio_postgres::Client {
     client
 }
 
-/// A database of its own for a test that locks whole tables, so no other test waits on it; its
-/// URL and name. Made afresh (one that a failed run left behind is dropped first), and dropped
-/// by [`drop_scratch_database`].
+/// A database of its own for a test that locks whole tables, so no other test waits on it, or that
+/// needs plans made while the tables are empty; its URL and name. Made afresh (one that a failed
+/// run left behind is dropped first), and dropped by [`drop_scratch_database`].
 pub(crate) async fn scratch_database(label: &str) -> (String, String) {
     let name = format!("seckill_scratch_{label}");
     let admin = db().await;
@@ -147,10 +147,42 @@ pub(crate) async fn drop_scratch_database(name: &str) {
     db().await.execute(&format!("DROP DATABASE {name} WITH (FORCE)"), &[]).await.unwrap();
 }
 
+/// An app serving a [`scratch_database`] of the test's own.
+pub(crate) struct ScratchApp {
+    pub(crate) app: TestApp,
+    /// The database's URL.
+    pub(crate) url: String,
+    name: String,
+}
+
+impl ScratchApp {
+    /// Makes the database `seckill_scratch_{label}` and starts an app on it with `settings`.
+    pub(crate) async fn start(label: &str, mut settings: Settings) -> Self {
+        let (url, name) = scratch_database(label).await;
+        settings.database_url = seckill::config::Secret::new(url.clone());
+        Self { app: spawn_app_with(settings).await, url, name }
+    }
+
+    /// Stops the app and drops its database.
+    pub(crate) async fn finish(self) {
+        self.app.stop().await;
+        drop_scratch_database(&self.name).await;
+    }
+}
+
 /// Orders a test bulk-inserts into a sale to show that a batch's plan reads only its own rows:
 /// enough that reading every order of the sale costs thousands of buffers, where a probe costs a
 /// few.
 pub(crate) const BULK_ORDERS: i32 = 20_000;
+
+/// The lines of `EXPLAIN (ANALYZE, BUFFERS)` of `query` on `db`, which runs it.
+pub(crate) async fn explain(
+    db: &tokio_postgres::Client,
+    query: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Vec<String> {
+    db.query(&format!("EXPLAIN (ANALYZE, BUFFERS) {query}"), params).await.unwrap().iter().map(|r| r.get(0)).collect()
+}
 
 /// Shared buffers (hit + read) of the top node of `plan` (EXPLAIN's text lines): what one call
 /// touched, the statements a function ran included.

@@ -1,9 +1,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{
-    assert_error, db, drop_scratch_database, eventually, sale_body, scratch_database, spawn_app, spawn_app_with, test_settings, unique_sku,
-};
+use crate::helpers::{ScratchApp, assert_error, db, eventually, sale_body, spawn_app, test_settings, unique_sku};
 
 #[tokio::test]
 async fn creating_a_sale_splits_stock_evenly_with_the_remainder_spread() {
@@ -125,12 +123,10 @@ async fn a_deleted_sale_takes_its_orders_with_it() {
 /// database of the test's own): the sale is still answered, and nothing queued for that lock.
 #[tokio::test]
 async fn reading_a_sale_reads_no_order() {
-    let (url, name) = scratch_database("public_view").await;
-    let mut settings = test_settings();
-    settings.database_url = seckill::config::Secret::new(url.clone());
-    let app = spawn_app_with(settings).await;
+    let scratch = ScratchApp::start("public_view", test_settings()).await;
+    let app = &scratch.app;
     let sku = app.create_sale(sale_body(10, 2, "owned-shards")).await;
-    let (mut locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    let (mut locker, connection) = tokio_postgres::connect(&scratch.url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
     let lock = locker.transaction().await.unwrap();
     lock.batch_execute("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE").await.unwrap();
@@ -159,5 +155,6 @@ async fn reading_a_sale_reads_no_order() {
 
     assert!(!queued_on_orders, "the public view waited for the orders table");
     assert_eq!(read.await.unwrap(), StatusCode::OK);
-    drop_scratch_database(&name).await;
+    drop(locker);
+    scratch.finish().await;
 }
