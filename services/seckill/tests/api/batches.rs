@@ -16,7 +16,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, eventually, explain, spawn_app_with, test_settings,
+    BULK_ORDERS, EXPLAIN, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, eventually, explain, generation, spawn_app_with,
+    test_settings,
 };
 
 /// Requests per instance and round: enough for both instances' batches to overlap.
@@ -206,7 +207,7 @@ impl Batch {
 
     /// The lines of `EXPLAIN (ANALYZE, BUFFERS)` of committing the batch on `db`.
     async fn explain(&self, db: &tokio_postgres::Client, sku: &str, generation: i64, fence: i64) -> Vec<String> {
-        self.commit_with(db, "EXPLAIN (ANALYZE, BUFFERS) ", sku, generation, fence).await
+        self.commit_with(db, EXPLAIN, sku, generation, fence).await
     }
 
     /// The rows' first column of `prefix` + the batch's commit, on `db`.
@@ -239,7 +240,7 @@ async fn sale_for_batches(app: &TestApp, db: &tokio_postgres::Client) -> (String
     let sku =
         app.create_sale(json!({"total": 200, "shards": 2, "per_user_limit": 2, "max_per_order": 2, "strategy": "owned-shards"})).await;
     db.execute("UPDATE shards SET fence = 7 WHERE sku = $1", &[&sku]).await.unwrap();
-    let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let generation = generation(db, &sku).await;
     (sku, generation)
 }
 
@@ -377,7 +378,7 @@ async fn opposite_batches(sorted: bool, contended: Contended) -> [Result<Vec<Str
         app.create_sale(json!({"total": 200, "shards": 2, "per_user_limit": 2, "max_per_order": 2, "strategy": "owned-shards"})).await;
     let admin = db().await;
     admin.execute("UPDATE shards SET fence = 7 + shard WHERE sku = $1", &[&sku]).await.unwrap();
-    let generation: i64 = admin.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let generation = generation(&admin, &sku).await;
     let names = |prefix: &str| -> Vec<String> { (0..10).map(|i| format!("{prefix}{i}")).collect() };
     let (users, keys): ([Vec<String>; 2], [Vec<String>; 2]) = match contended {
         Contended::Users => ([names("u"), names("u")], [names("a"), names("b")]),

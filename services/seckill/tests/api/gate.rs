@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::{
-        ADMIN_TOKEN, BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, explain, spawn_app_with, test_settings,
+        ADMIN_TOKEN, BULK_ORDERS, EXPLAIN, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, explain, generation,
+        spawn_app_with, test_settings,
     },
     orders::redis_url,
 };
@@ -148,7 +149,7 @@ async fn a_replayed_key_returns_the_original_order() {
 async fn a_dead_consumers_entry_is_claimed_and_written_exactly_once() {
     let app = spawn_app_with(gate_settings()).await;
     let sku = app.create_sale(sale(10, 2, 2, "redis-gate")).await;
-    let generation: i64 = db().await.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let generation = generation(&db().await, &sku).await;
     let mut conn = redis().await;
     let gate_ref: i64 = redis::cmd("INCR").arg(format!("{{seckill:gate:{sku}}}:seq")).query_async(&mut conn).await.unwrap();
     let entry = |c: &mut redis::Cmd| {
@@ -297,11 +298,6 @@ impl GateEntries {
     }
 }
 
-/// The generation of `sku`, from `db`.
-async fn generation(db: &tokio_postgres::Client, sku: &str) -> i64 {
-    db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0)
-}
-
 /// The writer's SQL, set-based, on one table of entries: written, a reference written before
 /// (duplicate), an entry of an earlier generation (stale), and a key that belongs to another
 /// reference (conflict). Only the written ones move the stock and the user counts.
@@ -377,7 +373,7 @@ async fn a_gate_batch_reads_its_own_references_not_every_order_of_the_sale() {
     // The entry of reference 1001 again, as a writer that died before its acknowledgement leaves it.
     let redelivered = GateEntries { refs: vec![1001], generations: vec![generation], users: vec!["bulk-1"], keys: vec![Some("bulk-1")] };
     assert_eq!(redelivered.write_with(&db, "", &sku).await, ["duplicate"]);
-    let batch = buffers_touched(&redelivered.write_with(&db, "EXPLAIN (ANALYZE, BUFFERS) ", &sku).await);
+    let batch = buffers_touched(&redelivered.write_with(&db, EXPLAIN, &sku).await);
     let control = buffers_touched(&explain(&db, probe_before_0019, &[&sku]).await);
     drop(db);
     scratch.finish().await;
@@ -574,7 +570,7 @@ async fn a_durable_order_written_by_another_instance_is_answered_without_polling
     hold.execute("SELECT 1 FROM user_purchases WHERE sku = $1 AND user_id = 'blocker' FOR UPDATE", &[&sku]).await.unwrap();
     // An entry of the held buyer, with nobody waiting for it: the writer that reads it is stuck.
     let mut conn = redis().await;
-    let generation: i64 = db().await.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let generation = generation(&db().await, &sku).await;
     let gate_ref: i64 = redis::cmd("INCR").arg(format!("{{seckill:gate:{sku}}}:seq")).query_async(&mut conn).await.unwrap();
     let _: String = redis::cmd("XADD")
         .arg(stream(&sku))

@@ -175,13 +175,21 @@ impl ScratchApp {
 /// few.
 pub(crate) const BULK_ORDERS: i32 = 20_000;
 
-/// The lines of `EXPLAIN (ANALYZE, BUFFERS)` of `query` on `db`, which runs it.
+/// The generation of the sale `sku`, read from `db`.
+pub(crate) async fn generation(db: &tokio_postgres::Client, sku: &str) -> i64 {
+    db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0)
+}
+
+/// What turns a statement into its plan with the buffers it touched (it still runs).
+pub(crate) const EXPLAIN: &str = "EXPLAIN (ANALYZE, BUFFERS) ";
+
+/// The lines of [`EXPLAIN`] of `query` on `db`, which runs it.
 pub(crate) async fn explain(
     db: &tokio_postgres::Client,
     query: &str,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
 ) -> Vec<String> {
-    db.query(&format!("EXPLAIN (ANALYZE, BUFFERS) {query}"), params).await.unwrap().iter().map(|r| r.get(0)).collect()
+    db.query(&format!("{EXPLAIN}{query}"), params).await.unwrap().iter().map(|r| r.get(0)).collect()
 }
 
 /// Shared buffers (hit + read) of the top node of `plan` (EXPLAIN's text lines): what one call

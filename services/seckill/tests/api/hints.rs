@@ -8,7 +8,7 @@ use seckill::{
 };
 
 use crate::{
-    helpers::{db, sale_body, spawn_app},
+    helpers::{db, generation, sale_body, spawn_app},
     orders::redis_url,
 };
 
@@ -27,11 +27,8 @@ async fn a_hint_write_of_a_previous_generation_is_dropped() {
     let app = spawn_app().await;
     let body = sale_body(10, 2, "owned-shards");
     let sku = app.create_sale(body.clone()).await;
-    let generation = |sku: String| async move {
-        db().await.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get::<_, i64>(0)
-    };
     let spec = SaleSpec::parse(serde_json::from_value::<SaleSpecBody>(body.clone()).unwrap()).unwrap();
-    let previous = Sale { sku: Sku::parse(&sku).unwrap(), spec, generation: generation(sku.clone()).await };
+    let previous = Sale { sku: Sku::parse(&sku).unwrap(), spec, generation: generation(&db().await, &sku).await };
     assert_eq!(app.put_sale(&sku, &body).await.status(), StatusCode::OK);
     let mut redis = redis().await;
     let rebuilt: Vec<i64> = redis.hmget(hints_key(&sku), &["0", "1"]).await.unwrap();
@@ -43,7 +40,7 @@ async fn a_hint_write_of_a_previous_generation_is_dropped() {
     let after: Vec<i64> = redis.hmget(hints_key(&sku), &["0", "1"]).await.unwrap();
     assert_eq!(rebuilt, [5, 5]);
     assert_eq!(after, rebuilt, "the previous generation's write changed nothing");
-    let current = Sale { generation: generation(sku.clone()).await, ..previous };
+    let current = Sale { generation: generation(&db().await, &sku).await, ..previous };
     hints.set(&current, ShardId::new(0), 3).await.unwrap();
     let now: i64 = redis.hget(hints_key(&sku), "0").await.unwrap();
     assert_eq!(now, 3, "the current generation's write lands");

@@ -9,7 +9,7 @@ use seckill::config::{Failpoint, Secret, Settings};
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{TestApp, assert_error, db, eventually, spawn_app_with, test_settings},
+    helpers::{TestApp, assert_error, db, eventually, generation, spawn_app_with, test_settings},
     orders::redis_url,
 };
 
@@ -130,7 +130,7 @@ async fn the_batch_function_refuses_a_previous_generation() {
     let sku = app.create_sale(sale(20, 1, "owned-shards")).await;
     let db = db().await;
     db.execute("UPDATE shards SET fence = 7 WHERE sku = $1", &[&sku]).await.unwrap();
-    let generation: i64 = db.query_one("SELECT generation FROM sales WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    let generation = generation(&db, &sku).await;
     let lease_until = "2030-01-01 00:00:00+00";
     let batch = |generation: i64, fence: i64| {
         format!(

@@ -1,7 +1,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{ScratchApp, assert_error, db, eventually, sale_body, spawn_app, test_settings, unique_sku};
+use crate::helpers::{ScratchApp, assert_error, db, db_at, eventually, sale_body, spawn_app, test_settings, unique_sku};
 
 #[tokio::test]
 async fn creating_a_sale_splits_stock_evenly_with_the_remainder_spread() {
@@ -126,8 +126,7 @@ async fn reading_a_sale_reads_no_order() {
     let scratch = ScratchApp::start("public_view", test_settings()).await;
     let app = &scratch.app;
     let sku = app.create_sale(sale_body(10, 2, "owned-shards")).await;
-    let (mut locker, connection) = tokio_postgres::connect(&scratch.url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
+    let mut locker = db_at(&scratch.url).await;
     let lock = locker.transaction().await.unwrap();
     lock.batch_execute("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE").await.unwrap();
 
