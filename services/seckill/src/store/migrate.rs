@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (17, include_str!("../../migrations/0017_fold_returns_plan_cached.sql")),
     (18, include_str!("../../migrations/0018_key_probe_per_key.sql")),
     (19, include_str!("../../migrations/0019_gate_duplicate_probe_per_entry.sql")),
+    (20, include_str!("../../migrations/0020_expiry_plan_on_empty_tables.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
