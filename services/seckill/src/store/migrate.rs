@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (18, include_str!("../../migrations/0018_key_probe_per_key.sql")),
     (19, include_str!("../../migrations/0019_gate_duplicate_probe_per_entry.sql")),
     (20, include_str!("../../migrations/0020_expiry_plan_on_empty_tables.sql")),
+    (21, include_str!("../../migrations/0021_buyer_counts_written_once.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

@@ -428,7 +428,20 @@ async fn opposite_batches(sorted: bool, contended: Contended) -> [Result<Vec<Str
     for batch in batches {
         outcomes.push(batch.await.unwrap());
     }
+    assert_eq!(buyer_counts(&admin, &sku).await, written_units(&admin, &sku).await, "each buyer's count is what its orders took");
     [outcomes.remove(0), outcomes.remove(0)]
+}
+
+/// Each buyer's count in `user_purchases` (zeros left out).
+async fn buyer_counts(db: &tokio_postgres::Client, sku: &str) -> HashMap<String, i64> {
+    let rows = db.query("SELECT user_id, bought::bigint FROM user_purchases WHERE sku = $1 AND bought <> 0", &[&sku]).await.unwrap();
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// The units of each buyer's orders in `orders`.
+async fn written_units(db: &tokio_postgres::Client, sku: &str) -> HashMap<String, i64> {
+    let rows = db.query("SELECT user_id, sum(quantity)::bigint FROM orders WHERE sku = $1 GROUP BY 1", &[&sku]).await.unwrap();
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
 #[tokio::test]
