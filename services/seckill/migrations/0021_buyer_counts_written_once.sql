@@ -23,6 +23,10 @@
 -- decisions. Outcomes are unchanged; the tests of 0001's table of batches and of the contended
 -- batches (whose buyers' counts must equal their written orders) keep them so.
 --
+-- Measured with pgbench (2 clients, each the owner of its own shard, batches of 56 orders from
+-- fresh buyers, the two functions alternated twice, 10 s each): 89 and 94 µs of PostgreSQL CPU
+-- per order (postgres processes, /proc) against 105 and 113 for 0018's function.
+--
 -- Users and keys are sorted COLLATE "C": byte order, the same on every database whatever its
 -- default collation, and the order 0022 gives the key columns.
 
