@@ -24,8 +24,9 @@
 -- batches (whose buyers' counts must equal their written orders) keep them so.
 --
 -- Measured with pgbench (2 clients, each the owner of its own shard, batches of 56 orders from
--- fresh buyers, the two functions alternated twice, 10 s each): 89 and 94 µs of PostgreSQL CPU
--- per order (postgres processes, /proc) against 105 and 113 for 0018's function.
+-- fresh buyers, 8 s per run, the two functions in four rounds of old-new-new-old): PostgreSQL CPU
+-- per order (postgres processes, /proc) 105 µs on average against 121 for 0018's function, lower
+-- in every round. This box's speed drifted by a third over those runs; only the pairs compare.
 --
 -- Users and keys are sorted COLLATE "C": byte order, the same on every database whatever its
 -- default collation, and the order 0022 gives the key columns.
