@@ -25,8 +25,10 @@
 --
 -- Measured with pgbench (2 clients, each the owner of its own shard, batches of 56 orders from
 -- fresh buyers, 8 s per run, the two functions in four rounds of old-new-new-old): PostgreSQL CPU
--- per order (postgres processes, /proc) 105 µs on average against 121 for 0018's function, lower
--- in every round. This box's speed drifted by a third over those runs; only the pairs compare.
+-- per order (postgres processes, /proc), median of the eight runs each: 81 µs against 104 for
+-- 0018's function, lower than both neighbouring runs of 0018's in every round. This box's speed
+-- drifts by a third over such a series (and 0018's runs had three outliers, 166-261 µs); only
+-- neighbouring runs compare.
 
 -- The per-user limit, exact: of the orders p_ords (with their users, quantities and the units
 -- their users had bought before, p_bought), each user's orders in arrival order (ascending
