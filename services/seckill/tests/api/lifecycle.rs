@@ -1,6 +1,7 @@
 //! The order lifecycle on several instances: pay against expiry at the deadline, cancel while
 //! another instance owns the shard and keeps selling, and the two controls that remove one
-//! protection each (expiry without the state condition; a return written outside the owner).
+//! protection each (expiry without the state condition; a return written outside the owner);
+//! and what an expiry sweep reads when nothing is due, with its control.
 
 use std::time::Duration;
 
