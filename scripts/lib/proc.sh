@@ -13,7 +13,8 @@
 #                           supervisor that spawned us holds the server's own pid
 #   spawn_server DIR NAME PORT COMM READY CMD...   for `start`: CMD in the background (setsid),
 #                           the same three files, then wait until READY PORT passes; nothing to
-#                           do if DIR/NAME.pid names a live COMM that is READY
+#                           do if DIR/NAME.pid names a live COMM that is READY, and an error if it
+#                           names a live COMM that is not (one server per DIR)
 #   stop_server DIR NAME PORT COMM   SIGTERM by DIR/NAME.pid; returns once the port is closed
 #
 # SERVICES_TIMEOUT bounds every wait (seconds, default 60).
@@ -88,6 +89,12 @@ spawn_server() {
     if pid_is "$pid" "$comm" && "$ready" "$port"; then
         log "$name already running (pid $pid) on 127.0.0.1:$port"
         return 0
+    fi
+    # One server per directory: a second one (another port, the same tree) would overwrite the
+    # first's pid file, and `down` would then leave the first running, untracked.
+    if pid_is "$pid" "$comm"; then
+        die "$name from $dir is already running (pid $pid, on $(cat "$dir/$name.addr" 2>/dev/null || echo '?')) but does" \
+            "not answer on 127.0.0.1:$port; stop it first, or start the other one from another checkout"
     fi
     port_open "$port" && die "port $port is in use by a process this project did not start (no live pid in $dir/$name.pid)"
     mkdir -p "$dir"
