@@ -28,7 +28,7 @@ def spawn(directory: Path, port: int) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=90)
 
 
-def pids_of(directory: Path, ports: list[int]) -> list[int]:
+def pids_of(ports: list[int]) -> list[int]:
     """The toy servers serving `ports`, found by their command lines."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -56,9 +56,9 @@ def test_a_second_server_from_the_same_directory_is_refused(tmp_path):
         assert again.returncode != 0, "a second server from the same directory was started"
         assert "already running" in again.stderr and f"127.0.0.1:{first}" in again.stderr, again.stderr
         assert pid_file.read_text() == recorded, "the first server's pid file was overwritten"
-        assert pids_of(tmp_path, [second]) == [], "a server was started on the second port"
+        assert pids_of([second]) == [], "a server was started on the second port"
         assert spawn(tmp_path, first).returncode == 0, "the first server is still the one this directory runs"
     finally:
-        for pid in pids_of(tmp_path, [first, second]):
+        for pid in pids_of([first, second]):
             os.kill(pid, signal.SIGTERM)
         time.sleep(0.2)

@@ -16,8 +16,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    BULK_ORDERS, EXPLAIN, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, eventually, explain, generation, spawn_app_with,
-    test_settings,
+    BULK_ORDERS, EXPLAIN, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, eventually, explain, generation,
+    insert_bulk_orders, spawn_app_with, test_settings,
 };
 
 /// Requests per instance and round: enough for both instances' batches to overlap.
@@ -329,13 +329,7 @@ async fn a_batch_reads_its_own_keys_not_every_order_of_the_sale() {
     let first = Batch::on_shard_0(vec![("ann", 1, Some("first"))]);
     assert_eq!(first.commit_with(&db, "", &sku, generation, 7).await, ["ok"]);
     db.execute(probe_before_0018, &[&sku]).await.unwrap();
-    db.execute(
-        "INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key) \
-         SELECT $1, 'bulk-' || g, 1, 0, 7, 'bulk-' || g FROM generate_series(1, $2) AS g",
-        &[&sku, &BULK_ORDERS],
-    )
-    .await
-    .unwrap();
+    insert_bulk_orders(&db, &sku, 7, "", "").await;
 
     let batch = buffers_touched(&Batch::on_shard_0(vec![("bob", 1, Some("k1"))]).explain(&db, &sku, generation, 7).await);
     let control = buffers_touched(&explain(&db, probe_before_0018, &[&sku]).await);

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::{
     helpers::{
         ADMIN_TOKEN, BULK_ORDERS, EXPLAIN, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, explain, generation,
-        spawn_app_with, test_settings,
+        insert_bulk_orders, spawn_app_with, test_settings,
     },
     orders::redis_url,
 };
@@ -362,13 +362,7 @@ async fn a_gate_batch_reads_its_own_references_not_every_order_of_the_sale() {
     let first = GateEntries { refs: vec![1], generations: vec![generation], users: vec!["ann"], keys: vec![Some("first")] };
     assert_eq!(first.write_with(&db, "", &sku).await, ["written"]);
     db.execute(probe_before_0019, &[&sku]).await.unwrap();
-    db.execute(
-        "INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key, gate_ref) \
-         SELECT $1, 'bulk-' || g, 1, 0, 0, 'bulk-' || g, 1000 + g FROM generate_series(1, $2) AS g",
-        &[&sku, &BULK_ORDERS],
-    )
-    .await
-    .unwrap();
+    insert_bulk_orders(&db, &sku, 0, ", gate_ref", ", 1000 + g").await;
 
     // The entry of reference 1001 again, as a writer that died before its acknowledgement leaves it.
     let redelivered = GateEntries { refs: vec![1001], generations: vec![generation], users: vec!["bulk-1"], keys: vec![Some("bulk-1")] };

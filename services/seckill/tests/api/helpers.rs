@@ -170,10 +170,21 @@ impl ScratchApp {
     }
 }
 
-/// Orders a test bulk-inserts into a sale to show that a batch's plan reads only its own rows:
-/// enough that reading every order of the sale costs thousands of buffers, where a probe costs a
-/// few.
+/// Orders a test bulk-inserts into a sale to show that a plan reads only the rows it needs:
+/// enough that reading every order of the sale costs hundreds or thousands of buffers, where a
+/// probe costs a few.
 pub(crate) const BULK_ORDERS: i32 = 20_000;
+
+/// Inserts [`BULK_ORDERS`] orders of one unit into the sale `sku` on `db`, from shard 0 under
+/// `fence`, users and keys `bulk-1`, `bulk-2`, ...; `columns` names more columns (each with a
+/// leading comma) and `values` their values, SQL over `g`, the order's number.
+pub(crate) async fn insert_bulk_orders(db: &tokio_postgres::Client, sku: &str, fence: i64, columns: &str, values: &str) {
+    let insert = format!(
+        "INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key{columns}) \
+         SELECT $1, 'bulk-' || g, 1, 0, $2, 'bulk-' || g{values} FROM generate_series(1, $3) AS g"
+    );
+    db.execute(&insert, &[&sku, &fence, &BULK_ORDERS]).await.unwrap();
+}
 
 /// The generation of the sale `sku`, read from `db`.
 pub(crate) async fn generation(db: &tokio_postgres::Client, sku: &str) -> i64 {

@@ -10,7 +10,7 @@ use seckill::{config::Settings, domain::ReturnPath};
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db_at, explain, spawn_app_with},
+    helpers::{BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db_at, explain, insert_bulk_orders, spawn_app_with},
     owned::owner_settings,
 };
 
@@ -313,13 +313,7 @@ async fn an_expiry_sweep_reads_the_due_orders_not_every_reserved_one() {
     // Both plans are made now, on an empty orders table, and kept for the connection.
     assert!(db.query(sweep, &[]).await.unwrap().is_empty(), "nothing to expire");
     db.execute(sweep_before_0020, &[]).await.unwrap();
-    db.execute(
-        "INSERT INTO orders (sku, user_id, quantity, shard, fence, idempotency_key, state, pay_by) \
-         SELECT $1, 'bulk-' || g, 1, 0, 1, 'bulk-' || g, 'reserved', now() + interval '1 hour' FROM generate_series(1, $2) AS g",
-        &[&sku, &BULK_ORDERS],
-    )
-    .await
-    .unwrap();
+    insert_bulk_orders(&db, &sku, 1, ", state, pay_by", ", 'reserved', now() + interval '1 hour'").await;
 
     let swept = buffers_touched(&explain(&db, sweep, &[]).await);
     let control = buffers_touched(&explain(&db, sweep_before_0020, &[]).await);
