@@ -187,15 +187,20 @@ pub(crate) async fn open(url: &BackendUrl, config: &Config, connections: Option<
 /// Hands an owner-checked undo to the background if an acquire is dropped while its request may
 /// have reached a server. The undo is prepared before the request is sent, on the same connection,
 /// so that it reaches the server after the request.
-/// Kept unboxed until it must run: nearly every acquire is answered and disarms it.
-pub(crate) struct UndoOnCancel<'a, F: Future<Output = ()> + Send + 'static> {
+///
+/// Kept as the closure that makes the undo until it must run: nearly every acquire is answered
+/// and disarms it, and an acquire's future then carries only what the undo captures, not the
+/// undo's own future (a release's request and reply), which took the plain lock's first attempt
+/// on one Redis past the allocator's small-block cache.
+pub(crate) struct UndoOnCancel<'a, U: FnOnce() -> BoxFuture<'static, ()>> {
     jobs: &'a Jobs,
-    armed: Option<F>,
+    armed: Option<U>,
 }
 
-impl<'a, F: Future<Output = ()> + Send + 'static> UndoOnCancel<'a, F> {
-    /// Arms `undo`; it runs in the background unless [`disarm`](Self::disarm)ed first.
-    pub(crate) fn new(jobs: &'a Jobs, undo: F) -> Self {
+impl<'a, U: FnOnce() -> BoxFuture<'static, ()>> UndoOnCancel<'a, U> {
+    /// Arms `undo`; the future it makes runs in the background unless [`disarm`](Self::disarm)ed
+    /// first.
+    pub(crate) fn new(jobs: &'a Jobs, undo: U) -> Self {
         Self { jobs, armed: Some(undo) }
     }
 
@@ -205,10 +210,10 @@ impl<'a, F: Future<Output = ()> + Send + 'static> UndoOnCancel<'a, F> {
     }
 }
 
-impl<F: Future<Output = ()> + Send + 'static> Drop for UndoOnCancel<'_, F> {
+impl<U: FnOnce() -> BoxFuture<'static, ()>> Drop for UndoOnCancel<'_, U> {
     fn drop(&mut self) {
         if let Some(undo) = self.armed.take() {
-            self.jobs.background(undo);
+            self.jobs.background(undo());
         }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! | feature | what you get |
 //! |---|---|
-//! | atomic acquire | `SET NX PX` with a random 128-bit owner token + `INCR` of the fence counter, in one round trip: on one Redis a first attempt is a `MULTI` transaction, every other attempt a Lua script (Redlock: on every node at once, a majority must grant within the lease's validity) |
+//! | atomic acquire | `SET NX PX` with a random 128-bit owner token + `INCR` of the fence counter, in one round trip: on one Redis a first attempt is a pipeline of those plain commands, every other attempt a Lua script (Redlock: on every node at once, a majority must grant within the lease's validity) |
 //! | fencing tokens | [`LockGuard::fence`](crate::LockGuard::fence), strictly increasing per lock; [`LockClient::ensure_fence_at_least`](crate::LockClient::ensure_fence_at_least) re-seeds after Redis data loss |
 //! | watchdog | default lease 30 s renewed every 10 s, batched into one pipeline for all held locks (Redlock: one per node, a majority must confirm) |
 //! | loss signal | [`LockGuard::lost`](crate::LockGuard::lost) (a future) and [`LockGuard::is_lost`](crate::LockGuard::is_lost), at the latest at the local deadline (lease minus a drift margin, on a clock that counts a suspend), which every check reads itself: a holder paused past its lease sees the loss on its next check; [`LockGuard::remaining`](crate::LockGuard::remaining) says how long the lease is known to last (record `now + remaining()` next to a write to audit writes that landed after their lease) |

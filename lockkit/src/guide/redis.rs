@@ -13,12 +13,11 @@
 //! ## What it guarantees
 //!
 //! Exclusion and strictly increasing fences while that Redis keeps its data. An acquire's first
-//! attempt is one transaction (`MULTI`, `SET NX PX` with a random 128-bit owner token, `INCR` of
-//! the lock's fence counter, `EXISTS` of a lock-delay key, `EXEC`); the attempts of a waiter are
+//! attempt is one pipeline (`SET NX PX` with a random 128-bit owner token, `INCR` of the lock's
+//! fence counter, `EXISTS` of a lock-delay key); the attempts of a waiter are
 //! one Lua script that does the same and announces the waiter. A refused first attempt spends a
 //! fence, so fences have gaps. A release is an owner-checked compare-and-delete (a script, or
-//! `DELIFEQ`/`DELEX` where the server has them). The ACL user needs `MULTI`, `EXEC`, `SET`,
-//! `INCR`, `EXISTS` and the scripting commands. After a restart without
+//! `DELIFEQ`/`DELEX` where the server has them). The ACL user needs `SET`, `INCR`, `EXISTS` and the scripting commands. After a restart without
 //! persistence, or a failover to a replica that had not seen the latest writes, both reset: a
 //! second holder may be granted while the first still works, and the counter may hand out a fence
 //! the store already saw. Re-seed the counter with

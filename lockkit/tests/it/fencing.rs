@@ -33,7 +33,7 @@ async fn fences_strictly_increase_over_1000_acquisitions_by_8_tasks() {
     let granted = granted.lock().unwrap();
     assert_eq!(granted.len(), 1000);
     // Strictly increasing, not gapless: on one Redis a refused first attempt spends a fence (its
-    // `INCR` is in the same transaction as its `SET NX`), as a refused PostgreSQL lease does.
+    // `INCR` is in the same pipeline as its `SET NX`), as a refused PostgreSQL lease does.
     assert!(granted.windows(2).all(|w| w[0] < w[1]), "strictly increasing in grant order");
 }
 

@@ -233,8 +233,11 @@ impl Backend for PgAdvisory {
             let mut undo = {
                 let (client, sql, name) = (client.clone(), self.sql.clone(), name.clone());
                 let timeout = self.shared.timeout;
-                UndoOnCancel::new(jobs, async move {
-                    let _ = tokio::time::timeout(timeout, client.query_typed(&sql.undo, &[(&name, Type::TEXT)])).await;
+                UndoOnCancel::new(jobs, move || {
+                    Box::pin(async move {
+                        let _ =
+                            tokio::time::timeout(timeout, client.query_typed(&sql.undo, &[(&name, Type::TEXT)])).await;
+                    })
                 })
             };
             let row = bounded(

@@ -146,13 +146,17 @@ impl Backend for PgLease {
                 let (client, release, name, token) =
                     (lane.client.clone(), self.sql.release.clone(), name.clone(), token.to_owned());
                 let timeout = self.shared.timeout;
-                UndoOnCancel::new(jobs, async move {
-                    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
-                        [(&name, Type::TEXT), (&token, Type::TEXT)];
-                    if !matches!(tokio::time::timeout(timeout, client.query_typed(&release, &params)).await, Ok(Ok(_)))
-                    {
-                        tracing::warn!(lock = %name, "could not undo an abandoned acquire; it will expire");
-                    }
+                UndoOnCancel::new(jobs, move || {
+                    Box::pin(async move {
+                        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+                            [(&name, Type::TEXT), (&token, Type::TEXT)];
+                        if !matches!(
+                            tokio::time::timeout(timeout, client.query_typed(&release, &params)).await,
+                            Ok(Ok(_))
+                        ) {
+                            tracing::warn!(lock = %name, "could not undo an abandoned acquire; it will expire");
+                        }
+                    })
                 })
             };
             let lease_ms = millis(lease);

@@ -1,21 +1,32 @@
-//! The plain lock's first attempt on one Redis, without a script: one `MULTI` of `SET NX PX` (the
-//! owner token), `INCR` (the fence) and `EXISTS` (someone's lock-delay), then `EXEC`.
+//! The plain lock's first attempt on one Redis, without a script: one pipeline of `SET NX PX`
+//! (the owner token), `INCR` (the fence) and `EXISTS` (someone's lock-delay), sent in one write
+//! and answered in one read.
 //!
 //! Why: a script costs Redis about 4 µs of its own per call (looking it up, entering Lua, one
-//! fake client per `redis.call`), more than the commands it runs; a transaction of plain commands
-//! costs a fraction of that. Measured on Redis 7.0 (`INFO commandstats`, `lockctl bench` at 16
-//! tasks, December 2026): the acquire script took 4.9 µs per call, `EXEC` of the three commands
-//! 1.3 µs, `MULTI` 0.06 µs (see the [module](super) docs for the whole pair).
+//! fake client per `redis.call`), more than the commands it runs; plain commands cost a fraction
+//! of that. Measured on Redis 7.0 (`INFO commandstats`, `lockctl bench` at 16 tasks, December
+//! 2026): the acquire script took 4.9 µs per call, the three commands about 1 µs together (see
+//! the [module](super) docs for the whole pair). An earlier version wrapped them in
+//! `MULTI`/`EXEC`: the transaction added two commands and five replies to decode (`+OK`, three
+//! `+QUEUED`, the `EXEC` array) and gave nothing the pipeline lacks, as follows.
 //!
 //! What it gives up, and why that is safe:
+//! - the three commands are not atomic: another client's command may run between them. The fence
+//!   still follows grant order. This grant's `INCR` runs before its answer comes back, so before
+//!   its holder can release; the next grant's `SET` can only follow that release (or the end of
+//!   this lease), and its `INCR` comes after its `SET`. So a later grant always takes a larger
+//!   fence. The one exception is a lease that ran out between this `SET` and this `INCR`: then
+//!   the answer came after the lease it granted, and the acquire refuses the grant as too late
+//!   (`Schedule::is_expired`), whatever its fence.
 //! - the `INCR` runs whether or not the `SET` granted, so a refused first attempt spends a fence:
-//!   fences stay strictly increasing per name, with gaps, as on PostgreSQL and ZooKeeper. The
-//!   `MULTI` keeps the increment next to the grant: nothing runs between them, so no later grant
-//!   can take a smaller fence.
+//!   fences stay strictly increasing per name, with gaps, as on PostgreSQL and ZooKeeper.
+//! - a delay key cannot appear between the `SET` and the `EXISTS`: only a grant sets one, and this
+//!   grant holds the lock. It can only run out, and then the delay is over before the holder
+//!   starts its work, which is what the delay asks.
 //! - it does not announce a waiter: it is the attempt before the caller listens for wake-ups,
 //!   and a caller that waits tries again (with the script, which announces) once it listens.
-//! - a grant inside someone's lock-delay (the delay key exists) is seen only after `EXEC`, and
-//!   undone by the owner-checked release, which also wakes waiters that met it meanwhile.
+//! - a grant inside someone's lock-delay (the delay key exists) is undone by the owner-checked
+//!   release, which also wakes waiters that met it meanwhile.
 //!
 //! A plain lock with a lock-delay of its own, and every other primitive, keep their script.
 
@@ -32,7 +43,7 @@ use crate::model::{
     keys::{LockKeys, suffix},
 };
 
-/// What the transaction came to.
+/// What the pipeline came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FirstAttempt {
     /// Granted under this fence.
@@ -49,7 +60,7 @@ pub(crate) fn applies(hold: &Hold) -> bool {
     matches!(hold.kind, HoldKind::Lock { delay } if delay.is_zero())
 }
 
-/// Runs the transaction for `token` with a lease of `lease`.
+/// Runs the pipeline for `token` with a lease of `lease`.
 pub(crate) async fn attempt(
     conn: &mut impl ConnectionLike,
     keys: &LockKeys,
@@ -57,8 +68,7 @@ pub(crate) async fn attempt(
     lease: Duration,
 ) -> redis::RedisResult<FirstAttempt> {
     let mut pipe = redis::pipe();
-    pipe.atomic()
-        .cmd("SET")
+    pipe.cmd("SET")
         .arg(&keys.lock)
         .arg(token)
         .arg("NX")

@@ -7,7 +7,7 @@
 //! | `connections` | long-lived multiplexed connections from a deadpool pool (one Redis, each Redlock node) |
 //! | `eviction` | the `maxmemory-policy` check at connect |
 //! | `scripts` | the plain lock's scripts, and [`Call`]: one script invocation that any Redis backend runs or pipelines |
-//! | `first_attempt` | the plain lock's first attempt on one Redis: a transaction of plain commands, no script |
+//! | `first_attempt` | the plain lock's first attempt on one Redis: a pipeline of plain commands, no script |
 //! | `holds` | which scripts keep each hold: attempt, extension, release, leave |
 //! | `reentrant`, `fair`, `read_write`, `semaphore`, `members` | the primitives' own scripts |
 //! | `leader` | a leader's lock and the value beside it, and the followers' read |
@@ -17,24 +17,28 @@
 //! # What a plain pair costs Redis
 //!
 //! One uncontended acquire and release of the plain lock on one Redis (`MONITOR`) is two round
-//! trips: `MULTI`, `SET NX PX`, `INCR` (fence), `EXISTS` (lock-delay), `EXEC`; then `EVALSHA` of
-//! the release, which runs `GET`, `DEL` and `EXISTS` (waiter mark), and `PUBLISH` only when a
-//! waiter announced itself. rslock's pair is `SET NX PX`, then `EVALSHA` running `GET` and `DEL`.
+//! trips: the pipeline `SET NX PX`, `INCR` (fence), `EXISTS` (lock-delay); then `EVALSHA` of the
+//! release, which runs `GET`, `DEL` and `EXISTS` (waiter mark), and `PUBLISH` only when a waiter
+//! announced itself. rslock's pair is `SET NX PX`, then `EVALSHA` running `GET` and `DEL`.
 //!
-//! Measured on 2026-12-02 on a private `redis-server` 7.0.15 (2 shared cores): `CONFIG
-//! RESETSTAT`, then `lockctl bench --connections 1 --concurrency 16 --duration-ms 5000`, then
-//! `INFO commandstats` (µs per call, inside Redis):
+//! Measured on 2026-12-05 on the project's `redis-server` 7.0.15 (2 shared cores): `CONFIG
+//! RESETSTAT`, then `lockctl --connections 1 bench --concurrency 16 --duration-ms 5000` (or
+//! rslock's harness, `loadtest/peers`), then `INFO commandstats` (µs per call, inside Redis):
 //!
 //! | command | lockkit | rslock |
 //! |---|---|---|
-//! | `EVALSHA` (release; includes the commands it runs) | 3.1 | 2.5 |
-//! | `EXEC` (includes `SET`, `INCR`, `EXISTS`) | 1.3 | |
-//! | `SET NX PX` | 0.6 | 0.6 |
-//! | `MULTI` | 0.06 | |
-//! | `GET`, `DEL`, `INCR`, `EXISTS` | 0.1-0.3 each | |
-//! | sum per pair | 4.5 | 3.1 |
+//! | `EVALSHA` (release; includes the commands it runs) | 3.6 | 3.0 |
+//! | `SET NX PX` | 0.7 | 0.8 |
+//! | `INCR` (fence) | 0.2 | |
+//! | `EXISTS` (lock-delay) | 0.1 | |
+//! | sum per pair | 4.6 | 3.8 |
 //!
-//! Before the transaction, the acquire was a script too: 4.9 µs per call. Redis' own CPU per pair
+//! The first attempt was a `MULTI` transaction until then (`EXEC` 1.3 µs with its three commands,
+//! `MULTI` 0.06, on 2026-12-02); the pipeline costs Redis about the same and the client about
+//! 15% less per pair (callgrind, `lockctl bench` at 16 tasks: 41.8k instructions per pair against
+//! 49.3k), because it encodes two commands and decodes five replies fewer.
+//!
+//! Before the transaction, the acquire was a script: 4.9 µs per call. Redis' own CPU per pair
 //! (utime+stime of `redis-server` over the run, `/proc`) is twice to three times the sum above:
 //! reading and parsing the commands, replying, and the system calls, which batching across
 //! concurrent tasks on one connection shares out. That is why a second connection cost about a
@@ -96,12 +100,14 @@ pub(crate) fn undo_on_cancel<'a>(
     mut conn: impl ConnectionLike + Send + 'static,
     hold: &Arc<Hold>,
     token: &str,
-) -> UndoOnCancel<'a, impl Future<Output = ()> + Send + 'static> {
+) -> UndoOnCancel<'a, impl FnOnce() -> BoxFuture<'static, ()> + Send> {
     // The release is built only if it runs: nearly every acquire is answered and disarms it.
     let (hold, token) = (hold.clone(), token.to_owned());
-    UndoOnCancel::new(jobs, async move {
-        if let Err(e) = scripts::owner_checked(&mut conn, &holds::release(&hold, &token)).await {
-            tracing::warn!(lock = %hold.keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
-        }
+    UndoOnCancel::new(jobs, move || {
+        Box::pin(async move {
+            if let Err(e) = scripts::owner_checked(&mut conn, &holds::release(&hold, &token)).await {
+                tracing::warn!(lock = %hold.keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
+            }
+        })
     })
 }

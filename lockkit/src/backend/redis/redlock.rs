@@ -254,8 +254,10 @@ impl Backend for Redlock {
                 lanes.iter().map(|l| l.as_ref().map(|l| l.conn.clone())).collect();
             let mut undo = {
                 let (conns, hold, token) = (conns.clone(), hold.clone(), token.to_owned());
-                UndoOnCancel::new(jobs, async move {
-                    Self::release_on(conns, &hold, &token, Duration::from_secs(1)).await;
+                UndoOnCancel::new(jobs, move || {
+                    Box::pin(async move {
+                        Self::release_on(conns, &hold, &token, Duration::from_secs(1)).await;
+                    })
                 })
             };
             let attempts = lanes.iter_mut().zip(&self.nodes).map(|(lane, node)| async move {

@@ -1,5 +1,5 @@
 //! One Redis server: every operation is one round trip on one of a few multiplexed connections
-//! (a script, or for the plain lock's first attempt a transaction of plain commands, see
+//! (a script, or for the plain lock's first attempt a pipeline of plain commands, see
 //! `first_attempt`), and a batch of renewals is one pipeline.
 
 use std::{sync::Arc, time::Duration};
@@ -152,7 +152,7 @@ impl Backend for SingleRedis {
             };
             let reply = reply.await.map_err(Error::from);
             self.conns.report(&lane, &reply);
-            // An error leaves `undo` armed: the transaction may have run although its answer was
+            // An error leaves `undo` armed: the pipeline may have run although its answer was
             // lost.
             let reply = reply?;
             undo.disarm();
