@@ -67,23 +67,32 @@ pub(crate) async fn attempt(
     token: &str,
     lease: Duration,
 ) -> redis::RedisResult<FirstAttempt> {
-    let mut pipe = redis::pipe();
-    pipe.cmd("SET")
-        .arg(&keys.lock)
-        .arg(token)
-        .arg("NX")
-        .arg("PX")
-        .arg(millis(lease))
-        .cmd("INCR")
-        .arg(&keys.fence)
-        .cmd("EXISTS")
-        .arg(Arg::side(keys, suffix::DELAY));
+    let delay = Arg::side(keys, suffix::DELAY);
+    let mut set = sized(&["SET", &keys.lock, token, "NX", "PX"], &[]);
+    set.arg(millis(lease));
+    let mut pipe = redis::Pipeline::with_capacity(3);
+    pipe.add_command(set).add_command(sized(&["INCR", &keys.fence], &[])).add_command(sized(&["EXISTS"], &[&delay]));
     let (set, fence, delayed): (Option<()>, u64, bool) = pipe.query_async(conn).await?;
     Ok(match (set, delayed) {
         (None, _) => FirstAttempt::Held,
         (Some(()), false) => FirstAttempt::Granted(fence),
         (Some(()), true) => FirstAttempt::Delayed,
     })
+}
+
+/// A command of `words` then `args`, its buffers sized once (with room for a number after them):
+/// grown argument by argument, they were reallocated several times per command.
+fn sized(words: &[&str], args: &[&Arg<'_>]) -> redis::Cmd {
+    const NUMBER: usize = 20;
+    let bytes = words.iter().map(|w| w.len()).sum::<usize>() + args.iter().map(|a| a.len()).sum::<usize>() + NUMBER;
+    let mut cmd = redis::Cmd::with_capacity(words.len() + args.len() + 1, bytes);
+    for word in words {
+        cmd.arg(*word);
+    }
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    cmd
 }
 
 /// Undoes a grant made inside someone's lock-delay: the plain lock's owner-checked release.
