@@ -67,11 +67,13 @@ pub(crate) async fn attempt(
     token: &str,
     lease: Duration,
 ) -> redis::RedisResult<FirstAttempt> {
-    let delay = Arg::side(keys, suffix::DELAY);
-    let mut set = sized(&["SET", &keys.lock, token, "NX", "PX"], &[]);
+    let mut set = sized(&["SET", &keys.lock, token, "NX", "PX"], LEASE_DIGITS);
     set.arg(millis(lease));
+    let delay = Arg::side(keys, suffix::DELAY);
+    let mut exists = sized(&["EXISTS"], delay.len());
+    exists.arg(&delay);
     let mut pipe = redis::Pipeline::with_capacity(3);
-    pipe.add_command(set).add_command(sized(&["INCR", &keys.fence], &[])).add_command(sized(&["EXISTS"], &[&delay]));
+    pipe.add_command(set).add_command(sized(&["INCR", &keys.fence], 0)).add_command(exists);
     let (set, fence, delayed): (Option<()>, u64, bool) = pipe.query_async(conn).await?;
     Ok(match (set, delayed) {
         (None, _) => FirstAttempt::Held,
@@ -80,17 +82,16 @@ pub(crate) async fn attempt(
     })
 }
 
-/// A command of `words` then `args`, its buffers sized once (with room for a number after them):
+/// Room for the lease in milliseconds, in decimal (any `u64`).
+const LEASE_DIGITS: usize = 20;
+
+/// A command of `words`, with room for one more argument of `then` bytes, its buffers sized once:
 /// grown argument by argument, they were reallocated several times per command.
-fn sized(words: &[&str], args: &[&Arg<'_>]) -> redis::Cmd {
-    const NUMBER: usize = 20;
-    let bytes = words.iter().map(|w| w.len()).sum::<usize>() + args.iter().map(|a| a.len()).sum::<usize>() + NUMBER;
-    let mut cmd = redis::Cmd::with_capacity(words.len() + args.len() + 1, bytes);
+fn sized(words: &[&str], then: usize) -> redis::Cmd {
+    let bytes = words.iter().map(|w| w.len()).sum::<usize>() + then;
+    let mut cmd = redis::Cmd::with_capacity(words.len() + 1, bytes);
     for word in words {
         cmd.arg(*word);
-    }
-    for arg in args {
-        cmd.arg(*arg);
     }
     cmd
 }
