@@ -37,17 +37,24 @@ bash scripts/kazoo.sh >/dev/null
 log "REDIS_URL=$REDIS_URL DATABASE_URL=$DATABASE_URL ZOOKEEPER_URL=$ZOOKEEPER_URL ETCD_URL=$ETCD_URL"
 
 status=0
+# What failed, one line each, repeated at the very end: CI shows only the last lines of a run, and
+# a step's own ERROR line is by then far above (the compose check prints every container's log).
+failed=()
+failed() {
+    failed+=("$1")
+    status=1
+}
 # Formatting, lints and docs are part of the build: warnings fail it (missing docs, broken doc
 # links, clippy), and so does code rustfmt would change (rustfmt.toml per crate).
 log "cargo fmt --check, cargo clippy, cargo doc"
-cargo fmt --all -- --check || status=1
-cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || status=1
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || status=1
+cargo fmt --all -- --check || failed "cargo fmt --check"
+cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || failed "cargo clippy"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || failed "cargo doc"
 
 # Every crate stays layered: an import circle between modules fails the build.
 log "module import circles"
 for src in lockkit/src lockctl/src services/seckill/src; do
-    python3 scripts/module_cycles.py "$src" || status=1
+    python3 scripts/module_cycles.py "$src" || failed "module import circles in $src"
 done
 
 # lockkit as a user gets it: `cargo package` packs only the crate's own files and builds them
@@ -55,24 +62,23 @@ done
 # field that does not survive packaging fails here. --allow-dirty: `make test` checks the tree as
 # it is, like every other step.
 log "cargo package -p lockkit"
-cargo package -p lockkit --all-features --allow-dirty --quiet || status=1
+cargo package -p lockkit --all-features --allow-dirty --quiet || failed "cargo package -p lockkit"
 
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --all-features --no-fail-fast "$@" || status=$?
+    cargo nextest run --workspace --all-features --no-fail-fast "$@" ||
+        failed "cargo nextest (its summary above names the failing tests)"
     # nextest does not run doctests.
-    doc_status=0
-    cargo test --workspace --all-features --doc || doc_status=$?
-    [[ "$status" -ne 0 ]] || status=$doc_status
+    cargo test --workspace --all-features --doc || failed "cargo test --doc"
 else
     log "cargo-nextest not found; falling back to cargo test"
     # Plain cargo test already includes the doctests.
-    cargo test --workspace --all-features --no-fail-fast "$@" || status=$?
+    cargo test --workspace --all-features --no-fail-fast "$@" || failed "cargo test"
 fi
 
 # The bench runner's pure parts (targets, tables, cell checks): pytest, installed if missing.
 pip_ensure pytest 'pytest>=7'
 log "pytest loadtest/bench/tests scripts/tests"
-python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || status=1
+python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || failed "pytest"
 
 # End-to-end checks on real processes: the strategy comparison in smoke mode (k6 against two
 # instances; audits and thresholds, no speed targets) and the chaos suite shortened. QUICK=1
@@ -80,13 +86,22 @@ python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || s
 if [[ "${QUICK:-0}" != 1 ]]; then
     for step in "scripts/bench.sh --smoke" "scripts/chaos.sh --bounded" "scripts/compose.sh --bounded"; do
         log "$step"
+        step_log="$ROOT/.run/test-step.log"
+        install -d "$ROOT/.run"
         # shellcheck disable=SC2086  # the step is a command line
-        bash $step || { log "$step FAILED"; status=1; }
+        if ! bash $step 2>&1 | tee "$step_log"; then
+            log "$step FAILED"
+            why="$(grep -E '^\[[^]]*\] (ERROR|.*: FAILED)' "$step_log" | head -n 3 | tr '\n' ' ')" || true
+            failed "$step: ${why:-no ERROR line of its own; its output is above}"
+        fi
     done
 fi
 
 if [[ "$status" -ne 0 ]]; then
-    log "FAILED (exit $status)"
+    log "FAILED (exit $status):"
+    for what in "${failed[@]}"; do
+        log "  $what"
+    done
 else
     log "all tests passed"
 fi
