@@ -27,6 +27,17 @@ cleanup() {
 }
 on_exit cleanup
 
+# Each step's wall time, printed at the end: the whole run has to fit CI's budget.
+timings=()
+step_name="services, browser, kazoo"
+step_started=$SECONDS
+step() {
+    timings+=("$(printf '%6d s  %s' $((SECONDS - step_started)) "$step_name")")
+    step_name="$1"
+    step_started=$SECONDS
+    log "$1"
+}
+
 # lockkit's zk:// and etcd:// backends are tested on real servers.
 export WITH=zookeeper,etcd
 bash scripts/services.sh up >/dev/null
@@ -46,13 +57,15 @@ failed() {
 }
 # Formatting, lints and docs are part of the build: warnings fail it (missing docs, broken doc
 # links, clippy), and so does code rustfmt would change (rustfmt.toml per crate).
-log "cargo fmt --check, cargo clippy, cargo doc"
+step "cargo fmt --check"
 cargo fmt --all -- --check || failed "cargo fmt --check"
+step "cargo clippy"
 cargo clippy --workspace --all-features --all-targets --quiet -- -D warnings || failed "cargo clippy"
+step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet || failed "cargo doc"
 
 # Every crate stays layered: an import circle between modules fails the build.
-log "module import circles"
+step "module import circles"
 for src in lockkit/src lockctl/src services/seckill/src; do
     python3 scripts/module_cycles.py "$src" || failed "module import circles in $src"
 done
@@ -61,13 +74,15 @@ done
 # outside the workspace (every backend), so a source file left outside the package or a manifest
 # field that does not survive packaging fails here. --allow-dirty: `make test` checks the tree as
 # it is, like every other step.
-log "cargo package -p lockkit"
+step "cargo package -p lockkit"
 cargo package -p lockkit --all-features --allow-dirty --quiet || failed "cargo package -p lockkit"
 
+step "cargo nextest (build and run)"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --all-features --no-fail-fast "$@" ||
         failed "cargo nextest (its summary above names the failing tests)"
     # nextest does not run doctests.
+    step "cargo test --doc"
     cargo test --workspace --all-features --doc || failed "cargo test --doc"
 else
     log "cargo-nextest not found; falling back to cargo test"
@@ -77,7 +92,7 @@ fi
 
 # The bench runner's pure parts (targets, tables, cell checks): pytest, installed if missing.
 pip_ensure pytest 'pytest>=7'
-log "pytest loadtest/bench/tests scripts/tests"
+step "pytest loadtest/bench/tests scripts/tests"
 python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || failed "pytest"
 
 # End-to-end checks on real processes: the strategy comparison in smoke mode (k6 against two
@@ -85,7 +100,7 @@ python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || f
 # skips them for a fast local loop; CI always runs them.
 if [[ "${QUICK:-0}" != 1 ]]; then
     for step in "scripts/bench.sh --smoke" "scripts/chaos.sh --bounded" "scripts/compose.sh --bounded"; do
-        log "$step"
+        step "$step"
         step_log="$ROOT/.run/test-step.log"
         install -d "$ROOT/.run"
         # shellcheck disable=SC2086  # the step is a command line
@@ -97,6 +112,11 @@ if [[ "${QUICK:-0}" != 1 ]]; then
     done
 fi
 
+step "done"
+log "timings:"
+for timing in "${timings[@]}"; do
+    log "$timing"
+done
 if [[ "$status" -ne 0 ]]; then
     log "FAILED (exit $status):"
     for what in "${failed[@]}"; do
