@@ -107,24 +107,31 @@ async fn run(owner: Arc<SaleOwner>, ctx: BatchContext) {
 }
 
 /// Waits up to `longest` for more orders, while they arrive faster than that and fewer than a
-/// full batch are pending.
+/// full batch are pending. Orders do not wake it one by one (`SaleOwner::decide` notifies only
+/// the first order and a full batch): it looks again when the stream would count as stopped.
 async fn linger(owner: &SaleOwner, longest: Duration) {
     if longest.is_zero() {
         return;
     }
     let until = tokio::time::Instant::now() + longest;
     loop {
-        let worth_it = {
+        let stops = {
             let state = owner.state.lock().unwrap();
-            state.pending.len() < BATCH_FULL && state.arrivals.dense(longest, std::time::Instant::now())
+            if state.pending.len() >= BATCH_FULL {
+                return;
+            }
+            match state.arrivals.dense_until(longest, std::time::Instant::now()) {
+                Some(stops) => tokio::time::Instant::from_std(stops),
+                None => return,
+            }
         };
-        if !worth_it {
-            return;
-        }
         tokio::select! {
             () = owner.work.notified() => {}
-            () = tokio::time::sleep_until(until) => return,
+            () = tokio::time::sleep_until(stops.min(until)) => {}
             () = owner.stopped.cancelled() => return,
+        }
+        if tokio::time::Instant::now() >= until {
+            return;
         }
     }
 }

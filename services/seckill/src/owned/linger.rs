@@ -30,12 +30,15 @@ impl Arrivals {
         self.last = Some(now);
     }
 
-    /// Whether another order is expected within `linger`: orders have been arriving closer
-    /// together than that, and the last one came less than two average gaps ago (a stream that
-    /// stopped is not waited for).
-    pub(crate) fn dense(&self, linger: Duration, now: Instant) -> bool {
-        let (Some(last), Some(gap)) = (self.last, self.gap) else { return false };
-        gap < linger && now.saturating_duration_since(last) < (gap * 2).min(linger)
+    /// Whether another order is expected within `linger`, and until when if none comes
+    /// meanwhile: orders have been arriving closer together than that, and the last one came less
+    /// than two average gaps ago (a stream that stopped is not waited for). `None` when no order
+    /// is expected. The moment returned is the one at which a lingering batcher must look again,
+    /// without being woken by each order.
+    pub(crate) fn dense_until(&self, linger: Duration, now: Instant) -> Option<Instant> {
+        let (Some(last), Some(gap)) = (self.last, self.gap) else { return None };
+        let stops = last + (gap * 2).min(linger);
+        (gap < linger && now < stops).then_some(stops)
     }
 }
 
@@ -52,7 +55,7 @@ mod tests {
 
         arrivals.record(now);
 
-        assert!(!arrivals.dense(LINGER, now));
+        assert_eq!(arrivals.dense_until(LINGER, now), None);
     }
 
     #[test]
@@ -65,8 +68,8 @@ mod tests {
             arrivals.record(now);
         }
 
-        assert!(arrivals.dense(LINGER, now));
-        assert!(!arrivals.dense(LINGER, now + LINGER), "the stream stopped: stop waiting");
+        assert_eq!(arrivals.dense_until(LINGER, now), Some(now + Duration::from_millis(2)), "two gaps after the last order");
+        assert_eq!(arrivals.dense_until(LINGER, now + Duration::from_millis(2)), None, "the stream stopped: stop waiting");
     }
 
     #[test]
@@ -81,7 +84,7 @@ mod tests {
         now += Duration::from_secs(2);
         arrivals.record(now);
 
-        assert!(!arrivals.dense(LINGER, now));
+        assert_eq!(arrivals.dense_until(LINGER, now), None);
     }
 
     #[test]
@@ -93,6 +96,6 @@ mod tests {
             arrivals.record(now);
         }
 
-        assert!(!arrivals.dense(LINGER, now));
+        assert_eq!(arrivals.dense_until(LINGER, now), None);
     }
 }

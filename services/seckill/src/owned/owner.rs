@@ -24,7 +24,10 @@ use lockkit::{Fence, LockGuard};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{limit_refusals::LimitRefusals, linger::Arrivals};
+use super::{
+    limit_refusals::LimitRefusals,
+    linger::{Arrivals, BATCH_FULL},
+};
 use crate::{
     domain::Sale,
     domain::{Fencing, OrderRequest, ShardClaim, ShardId},
@@ -230,8 +233,14 @@ impl SaleOwner {
         let (reply, decided) = oneshot::channel();
         state.pending.push(Pending { request: request.clone(), parts, reply, requeued: 0 });
         state.arrivals.record(Instant::now());
+        // The batcher needs a wake-up for the first order (it may be idle) and for a full batch
+        // (it may be lingering); the orders in between would only wake it, often on another
+        // thread, to see that it should go on waiting.
+        let wake = state.pending.len() == 1 || state.pending.len() == BATCH_FULL;
         drop(state);
-        self.work.notify_one();
+        if wake {
+            self.work.notify_one();
+        }
         Some(decided)
     }
 
