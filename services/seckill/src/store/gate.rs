@@ -63,11 +63,12 @@ impl Db {
             }
         }
         let client = self.client().await?;
+        // Prepared once per connection, as the owners' batch commit is: a write is one round
+        // trip with a kept plan.
+        let write =
+            client.prepare_cached("SELECT ord, outcome, order_id FROM seckill_gate_write($1, $2, $3, $4, $5, $6, $7, $8, $9)").await?;
         let rows = client
-            .query(
-                "SELECT ord, outcome, order_id FROM seckill_gate_write($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                &[&sku.as_str(), &refs, &generations, &users, &quantities, &keys, &part_entry, &part_shard, &part_take],
-            )
+            .query(&write, &[&sku.as_str(), &refs, &generations, &users, &quantities, &keys, &part_entry, &part_shard, &part_take])
             .await?;
         let mut outcomes = vec![None; entries.len()];
         for row in rows {
