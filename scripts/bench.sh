@@ -101,13 +101,12 @@ if [[ "$lock_servers" -eq 1 ]]; then
     runner_args=(--start-lock-servers "$with_services")
 fi
 
-# The smoke run checks correctness, not speed: it reuses the dev build of `make test` (its
-# features too, or tokio and the rest would be built again with other features).
+# The smoke run checks correctness, not speed: it reuses the dev build of `make test`.
 # BENCH_SKIP_BUILD=1 runs the binaries already built (the runner looks in CARGO_TARGET_DIR), e.g.
 # from a worktree of a commit while the main tree is being edited.
 if [[ "$smoke" -eq 1 ]]; then
     export BENCH_PROFILE=debug
-    build=(cargo build --all-features -p seckill -p lockctl)
+    build=(cargo build -p seckill -p lockctl)
 else
     export BENCH_PROFILE=release
     build=(cargo build --release -p seckill -p lockctl)

@@ -141,11 +141,7 @@ install -d -m 0755 .run "$WORK"
 
 started=$SECONDS
 log "building seckill and the chaos runner ($PROFILE profile)"
-# In the dev profile, with `make test`'s features: its build is then reused rather than done again
-# with other features of tokio and the rest (about 50 s of a CI run).
-features=()
-[[ "$PROFILE" != dev ]] || features=(--all-features)
-cargo build --profile "$PROFILE" "${features[@]}" -p seckill -p chaos --bins >&2
+cargo build --profile "$PROFILE" -p seckill -p chaos --bins >&2
 log "built in $((SECONDS - started)) s"
 
 coordination_up

@@ -346,11 +346,8 @@ finish() {
 # against it (seckill-2 hurt, seckill-1 and seckill-3 carrying on), then down -v.
 run_fault_rows() {
     local bin status=0 rows=()
-    # With `make test`'s features in the dev profile, so that its build is reused.
-    local features=()
-    [[ "$CHAOS_PROFILE" != dev ]] || features=(--all-features)
-    log "cargo build --profile $CHAOS_PROFILE ${features[*]} -p chaos --bin compose-chaos (log: $WORK/build-compose-chaos.log)"
-    cargo build --profile "$CHAOS_PROFILE" "${features[@]}" -p chaos --bin compose-chaos >"$WORK/build-compose-chaos.log" 2>&1 ||
+    log "cargo build --profile $CHAOS_PROFILE -p chaos --bin compose-chaos (log: $WORK/build-compose-chaos.log)"
+    cargo build --profile "$CHAOS_PROFILE" -p chaos --bin compose-chaos >"$WORK/build-compose-chaos.log" 2>&1 ||
         die_with_log "$WORK/build-compose-chaos.log" "building compose-chaos failed"
     bin="target/$([[ "$CHAOS_PROFILE" == dev ]] && echo debug || echo release)/compose-chaos"
     COMPOSE_FILES+=(-f deploy/faults/compose.yml)
