@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::Object;
 use lockkit::Fence;
-use tokio_postgres::types::Type;
 
 use super::{Db, StoreError};
 use crate::{
@@ -170,7 +169,7 @@ impl Db {
             // with no parse and no plan. A loop of batches from fresh buyers on one connection,
             // PostgreSQL backend CPU per batch, unprepared against prepared: 1 order 700/753/773
             // µs against 640/733/687, 10 orders 1167/1300 against 1033/1050.
-            let statement = client.prepare_typed_cached(COMMIT_BATCH, &COMMIT_BATCH_TYPES).await?;
+            let statement = client.prepare_cached(COMMIT_BATCH).await?;
             client
                 .query(
                     &statement,
@@ -201,27 +200,6 @@ impl Db {
 
 /// The batch commit, as prepared on each connection of the critical pool.
 const COMMIT_BATCH: &str = "SELECT ord, outcome, order_id, shard, units FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
-
-/// The types of [`COMMIT_BATCH`]'s parameters, in order: sale, generation, per-user limit,
-/// fenced, sorted; the batch's shards, fences, committed stock and leases; its orders' users,
-/// quantities and keys; its parts' orders, shards and units.
-const COMMIT_BATCH_TYPES: [Type; 15] = [
-    Type::TEXT,
-    Type::INT8,
-    Type::INT4,
-    Type::BOOL,
-    Type::BOOL,
-    Type::INT4_ARRAY,
-    Type::INT8_ARRAY,
-    Type::INT4_ARRAY,
-    Type::TIMESTAMPTZ_ARRAY,
-    Type::TEXT_ARRAY,
-    Type::INT4_ARRAY,
-    Type::TEXT_ARRAY,
-    Type::INT4_ARRAY,
-    Type::INT4_ARRAY,
-    Type::INT4_ARRAY,
-];
 
 /// Reads the rows of `seckill_commit_batch`.
 fn batch_outcome(rows: &[tokio_postgres::Row], orders: usize) -> Result<BatchOutcome, String> {
