@@ -19,7 +19,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, QueueMode, RecyclingMethod
 use lockkit::Fence;
 use tokio_postgres::NoTls;
 
-pub use audit::Audit;
+pub use audit::{AUDIT, Audit};
 pub use error::StoreError;
 pub use gate::{GateEntry, GateWritten, ShardTruth};
 pub use lifecycle::{LifecycleGuards, OrderStatus, Settled, Settlement};

@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod audit;
 mod batches;
 mod browser;
 mod concurrency;
