@@ -93,8 +93,10 @@ def capacity_rows(res: RunResult) -> list[str]:
          "**storm**: the same, but both instances receive the identical sequence (same keys, users, quantities) at "
          "once: each key may make one order, the other instance must answer its replay. **hot users**: fresh keys, "
          f"all orders from {cap.get('hot_users')} users, so after a few hundred orders every answer is a per-user "
-         "refusal (409, expected). **healthz floor**: `GET /healthz`. orders/s = orders in PostgreSQL / wrk's load "
-         "time (redis-gate: after its queue drained); decided/s = answers 201, 200 or 409 per second. p50/p99: "
+         "refusal (409, expected). **healthz floor**: `GET /healthz`. orders/s = orders in PostgreSQL when the load "
+         "ended / wrk's load time: what is durable per second of load (redis-gate acknowledges before its writer "
+         "commits; `drain s` is how long its writer took to catch up after the load, and `orders` counts them all, "
+         "after the drain); decided/s = answers 201, 200 or 409 per second. p50/p99: "
          "wrk's, the worse of the two instances. Server CPU: utime + stime of every seckill and postgres "
          "process and of the service's redis-server (`/proc`) from the start of the load to the end of the drain, per order (per request "
          "for hot users and the floor); wrk µs/request: wrk's own CPU (a waited-for child); box CPU %: the whole "
@@ -103,13 +105,13 @@ def capacity_rows(res: RunResult) -> list[str]:
     for c in res.capacity:
         per = "request" if c.kind in ("hot-users", "healthz") else "order"
         rows.append([c.kind, c.strategy or "-", fmt(c.orders_per_sec) if c.strategy else "-", fmt(c.decided_per_sec),
-                     fmt(c.orders) if c.strategy else "-", fmt(c.requests), fmt(c.requests - c.ok_2xx), fmt(c.busy_503),
+                     fmt(c.orders) if c.strategy else "-", fmt(c.drain_s, 1) if c.drain_s is not None else "-", fmt(c.requests), fmt(c.requests - c.ok_2xx), fmt(c.busy_503),
                      fmt(c.server_5xx), fmt(c.socket_errors), fmt(c.p50_ms, 1), fmt(c.p99_ms, 1), wrk_cost(c), per,
                      fmt(c.wrk_us_per_request, 1), fmt(box_cpu_pct(c)),
                      "ok" if not c.violations else "**VIOLATION**"])
-    L += table(["cell", "strategy", "orders/s", "decided/s", "orders", "requests", "non-2xx", "503", "other 5xx",
+    L += table(["cell", "strategy", "orders/s", "decided/s", "orders", "drain s", "requests", "non-2xx", "503", "other 5xx",
                 "no answer", "p50 ms", "p99 ms", "server CPU µs (seckill + postgres + redis = total)", "per",
-                "wrk µs/request", "box CPU %", "check"], "llrrrrrrrrrrrlrrl", rows)
+                "wrk µs/request", "box CPU %", "check"], "llrrrrrrrrrrrrlrrl", rows)
     kinds = [f"- {c.name}: " + ", ".join(f"{k} {fmt(n)}" for k, n in c.answers.items() if not k.isdigit())
              for c in res.capacity if any(not k.isdigit() for k in c.answers)]
     if kinds:

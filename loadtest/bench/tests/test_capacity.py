@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from bench.capacity import (WrkRun, WrkSpec, capacity_specs, check_wrk_cell, cpu_costs, order_args, parse_wrk,
-                            read_runs)
+                            read_orders, read_runs)
 from bench.cpu import group_cpu_s
 from bench.report_md import capacity_rows, markdown
 from bench.settings import WRK_ORDERS, LoadModel
@@ -118,6 +118,25 @@ def test_5xx_other_than_503_is_a_violation_with_its_error_codes():
 def test_a_key_with_two_orders_is_a_violation():
     assert check_wrk_cell(wrk_cell(kind="storm", duplicate_keys=3)) == [
         "owned-shards/20 (storm): 3 Idempotency-Keys with more than one order"]
+
+
+class FakeContext:
+    """A cell context whose PostgreSQL answers the orders' count and sum, then no duplicate key."""
+
+    def __init__(self, orders: int, units: int):
+        self.pg = self
+        self.answers = [[(orders, units)], []]
+
+    def rows(self, _sql, _params):
+        return self.answers.pop(0)
+
+
+def test_the_rate_counts_the_orders_durable_when_the_load_ended_and_the_cost_all_of_them():
+    gate = wrk_cell("redis-gate", load_s=8.0, orders_in_load=80000, drain_s=1.0)
+
+    read_orders(gate, FakeContext(orders=90000, units=117000))
+
+    assert (gate.orders_per_sec, gate.orders, gate.units, gate.duplicate_keys) == (10000.0, 90000, 117000, 0)
 
 
 def test_more_201_answers_than_orders_is_a_lost_acknowledgement():
