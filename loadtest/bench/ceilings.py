@@ -9,6 +9,7 @@ import re
 import time
 from pathlib import Path
 
+from . import cpu
 from .processes import Instance, SetupError, k6_metric, read_json, rel, run, run_k6
 from .cpu import RedisCpu
 from .settings import K6_HEALTHZ, LoadModel, Preset
@@ -23,11 +24,34 @@ PIPELINE = 16
 def http_ceiling(cfg: Preset, instances: list[Instance], run_dir: Path) -> dict:
     """The same k6 arrival model as the cells (rate, duration, VU pool, both instances round-robin)
     against GET /healthz: what HTTP alone reaches on these instances with k6 on the same machine."""
-    summary_path, k6_log = run_dir / "k6-healthz.json", run_dir / "k6-healthz.log"
-    env = {"TARGETS": ",".join(i.base for i in instances), "RATE": str(cfg.rate), "DURATION": f"{cfg.duration_s}s",
-           "MAX_VUS": str(cfg.max_vus), "PRE_VUS": str(cfg.pre_vus), "SUMMARY_PATH": str(summary_path),
+    out = _healthz_run(instances, run_dir / "k6-healthz", cfg.rate, cfg.duration_s, cfg.pre_vus, cfg.max_vus)
+    out["what"] = ("k6 constant-arrival-rate, same rate, duration and VU pool as the cells, GET /healthz on both "
+                   "instances round-robin; 200 answers / load duration")
+    return out
+
+
+def http_floor_at(rate: int, duration_s: int, pre_vus: int, max_vus: int, instances: list[Instance],
+                  run_dir: Path) -> dict:
+    """seckill's CPU per GET /healthz at a fixed offered `rate` (k6, the latency points' arrival
+    model): the HTTP floor under an order at that load. Below saturation every request wakes a
+    worker on its own, with cold caches, so a request costs several times what it does at
+    capacity, where the wrk healthz cell measures the floor."""
+    before, wall = cpu.process_ticks(), time.monotonic()
+    out = _healthz_run(instances, run_dir / f"k6-healthz-{rate}", rate, duration_s, pre_vus, max_vus)
+    used, wall = cpu.group_cpu_s(before, cpu.process_ticks()), time.monotonic() - wall
+    out["seckill_us_per_request"] = round(used["seckill"] * 1e6 / out["ok"], 1) if out["ok"] else None
+    out["seckill_cpu_s"], out["wall_s"] = round(used["seckill"], 3), round(wall, 3)
+    out["what"] = ("k6 constant-arrival-rate at the moderate rate, the latency points' VU pool, GET /healthz on both "
+                   "instances round-robin; seckill's utime + stime over k6's whole run / 200 answers")
+    return out
+
+
+def _healthz_run(instances: list[Instance], stem: Path, rate: int, duration_s: int, pre_vus: int, max_vus: int) -> dict:
+    summary_path, k6_log = stem.with_suffix(".json"), stem.with_suffix(".log")
+    env = {"TARGETS": ",".join(i.base for i in instances), "RATE": str(rate), "DURATION": f"{duration_s}s",
+           "MAX_VUS": str(max_vus), "PRE_VUS": str(pre_vus), "SUMMARY_PATH": str(summary_path),
            "LOG_UNEXPECTED": "2"}
-    rc = run_k6(K6_HEALTHZ, env, k6_log, timeout=cfg.duration_s + 90)
+    rc = run_k6(K6_HEALTHZ, env, k6_log, timeout=duration_s + 90)
     summary = read_json(summary_path)
     if not summary:
         raise SetupError(f"k6 healthz run left no summary (exit {rc}); see {k6_log}")
@@ -38,13 +62,11 @@ def http_ceiling(cfg: Preset, instances: list[Instance], run_dir: Path) -> dict:
         "ok": int(h.get("ok", 0)),
         "unexpected": int(h.get("unexpected", 0)),
         "dropped_iterations": dropped,
-        "rate": cfg.rate, "duration_s": cfg.duration_s, "max_vus": cfg.max_vus,
+        "rate": rate, "duration_s": duration_s, "max_vus": max_vus,
         "p50_ms": _ms(k6_metric(summary, "healthz_latency", "med", None)),
         "p99_ms": _ms(k6_metric(summary, "healthz_latency", "p(99)", None)),
         "capped_by_offered_rate": dropped == 0,
         "k6_exit": rc, "k6_log": rel(k6_log),
-        "what": "k6 constant-arrival-rate, same rate, duration and VU pool as the cells, GET /healthz on both instances "
-                "round-robin; 200 answers / load duration",
     }
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import ceilings, cpu, locks
 from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
-from .latency import latency_specs, point_flag, point_spec
+from .latency import latency_specs, latency_vus, point_flag, point_spec
 from .machine import git_info, machine_info
 from .processes import Instance, SetupError, log, log_findings, rel
 from .publish import print_summary, write_results
@@ -267,6 +267,24 @@ def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunR
         if cell.not_valid:
             log(f"    latency point NOT VALID: {cell.not_valid}")
         res.latency.append(cell)
+    if any(s.rate == MODERATE_RATE and s.strategy == "owned-shards" for s in points):
+        moderate_http_floor(ctx, args.latency_duration, res)
+
+
+def moderate_http_floor(ctx: CellContext, duration_s: int, res: RunResult) -> None:
+    """The HTTP floor under the moderate point: seckill's CPU per GET /healthz offered at the same
+    rate, for the same time, with the same VU pool."""
+    ready(ctx.pg, "the HTTP floor at the moderate rate")
+    pre, most = latency_vus(MODERATE_RATE)
+    log(f"HTTP floor at the moderate rate: GET /healthz, {MODERATE_RATE}/s for {duration_s} s")
+    try:
+        res.ceilings["http_moderate"] = floor = ceilings.http_floor_at(MODERATE_RATE, duration_s, pre, most,
+                                                                        ctx.instances, ctx.run_dir)
+        log(f"    seckill {floor['seckill_us_per_request']} µs per request, {floor['ok']} answered, "
+            f"dropped {floor['dropped_iterations']}")
+    except SetupError as e:
+        log(f"HTTP floor at the moderate rate not measured: {e}")
+        res.ceilings["http_moderate"] = {"error": str(e)}
 
 
 def run_ceilings_and_locks(plan: Plan, args: argparse.Namespace, pg: Pg, redis: Redis, res: RunResult, run_dir: Path) -> None:

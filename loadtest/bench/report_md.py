@@ -204,6 +204,16 @@ def ceiling_rows(res: RunResult) -> list[str]:
                      f"k6, the cells' arrival model ({hc.get('rate')}/s for {hc.get('duration_s')} s, max {hc.get('max_vus')} VUs) "
                      f"against `GET /healthz` on both instances; {fmt(hc.get('dropped_iterations'))} arrivals dropped{capped}, "
                      f"p50 {fmt(hc.get('p50_ms'), 1)} ms, p99 {fmt(hc.get('p99_ms'), 1)} ms, {fmt(hc.get('unexpected'))} non-200"])
+    floor = res.ceilings.get("http_moderate") or {}
+    if floor.get("error"):
+        rows.append([f"HTTP floor at {MODERATE_RATE}/s", "-", f"not measured: {floor['error'][:200]}"])
+    elif floor:
+        rows.append([f"HTTP floor at {fmt(floor.get('rate'))}/s", f"{fmt(floor.get('seckill_us_per_request'), 1)} µs/request",
+                     f"seckill's CPU per `GET /healthz` offered by k6 at the moderate point's rate, for the same time, "
+                     f"with its VU pool (max {floor.get('max_vus')}): {fmt(floor.get('ok'))} answered, "
+                     f"{fmt(floor.get('dropped_iterations'))} arrivals dropped. Below saturation each request wakes the "
+                     "worker on its own, so HTTP alone costs several times the wrk healthz cell's figure; the "
+                     "moderate point's orders pay it too"])
     if pgc:
         rows.append(["`pg_order_tps`", f"{fmt(pgc.get('pg_order_tps'))} tps",
                      f"pgbench -M prepared, {pgc.get('clients')} clients, {pgc.get('seconds')} s: db-atomic's order "

@@ -248,8 +248,9 @@ def capacity_targets(cells: list[WrkResult]) -> list[Target]:
     return out
 
 
-def latency_targets(points: list[CellResult]) -> list[Target]:
-    """owned-shards' points: the cost per order at the moderate fixed load, and the p99 at half its
+def latency_targets(points: list[CellResult], http_floor: dict | None = None) -> list[Target]:
+    """owned-shards' points: the cost per order at the moderate fixed load, beside the HTTP floor
+    at that rate when it was measured (`ceilings.http_floor_at`), and the p99 at half its
     throughput cell (none when it ran no latency point). The half is of what k6 reached: half of
     the wrk capacity is more than k6 can offer on a small box, which the detail says."""
     owned = [c for c in points if c.strategy == "owned-shards" and c.shards == 20]
@@ -264,7 +265,8 @@ def latency_targets(points: list[CellResult]) -> list[Target]:
     else:
         out.append(_t("moderate_owned_cpu", cost["total"] <= 200,
                       f"{cost['total']:.0f} µs per order (seckill {cost['seckill']:.0f} + PostgreSQL {cost['postgres']:.0f} "
-                      f"+ Redis {cost['redis']:.0f}) at {moderate.orders_per_sec:.0f} orders/s, {moderate.orders} orders"))
+                      f"+ Redis {cost['redis']:.0f}) at {moderate.orders_per_sec:.0f} orders/s, {moderate.orders} orders"
+                      + moderate_floor(http_floor)))
     half = next((c for c in owned if c.spec.fraction == 0.5), None)
     if half is None or point_flag(half):
         out.append(_t("latency_owned_p99", False, "not run" if half is None else point_flag(half)))
@@ -275,8 +277,18 @@ def latency_targets(points: list[CellResult]) -> list[Target]:
     return out
 
 
+def moderate_floor(http_floor: dict | None) -> str:
+    """The HTTP floor at the moderate rate, as the cost target's detail adds it ('' if not measured)."""
+    us = (http_floor or {}).get("seckill_us_per_request")
+    if us is None:
+        return ""
+    return (f"; HTTP floor at this rate: seckill {us:.0f} µs per GET /healthz (k6, same rate and VU pool, "
+            f"{http_floor['ok']} requests)")
+
+
 def evaluate_targets(cells: list[CellResult], ceilings: dict, lk: dict, smoke: bool,
                      capacity: list[WrkResult] | None = None, points: list[CellResult] | None = None) -> list[Target]:
     """Every target of a run; the wrk cells' only outside smoke mode (its storm cell is a check)."""
     return (lock_targets(lk, smoke) + strategy_targets(cells, ceilings) + correctness_targets(cells)
-            + ([] if smoke else capacity_targets(capacity or []) + latency_targets(points or [])))
+            + ([] if smoke else capacity_targets(capacity or [])
+                                + latency_targets(points or [], ceilings.get("http_moderate"))))

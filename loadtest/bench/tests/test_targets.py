@@ -141,6 +141,18 @@ def test_the_moderate_load_cost_is_the_servers_cpu_per_order_of_the_fixed_rate_p
     assert passed.detail.startswith("185 µs per order (seckill 100 + PostgreSQL 80 + Redis 5)")
 
 
+def test_the_moderate_load_cost_names_the_http_floor_at_that_rate_when_it_was_measured():
+    costly = point(0.6, 2000, cpu_profile={"seckill": 30.0, "postgres": 20.0, "redis": 1.0, "k6": 60.0})
+    floor = {"http_moderate": {"seckill_us_per_request": 61.4, "ok": 20_000}}
+
+    detail = by_id(evaluate_targets([], floor, {}, smoke=False, points=[costly]))["moderate_owned_cpu"].detail
+
+    assert detail.endswith("; HTTP floor at this rate: seckill 61 µs per GET /healthz (k6, same rate and VU pool, "
+                           "20000 requests)")
+    unmeasured = {"http_moderate": {"error": "k6 healthz run left no summary"}}
+    assert "floor" not in by_id(evaluate_targets([], unmeasured, {}, smoke=False, points=[costly]))["moderate_owned_cpu"].detail
+
+
 def test_the_p99_target_reads_the_half_load_point_and_refuses_one_that_dropped_arrivals():
     quick, slow = point(0.5, 1700, p99_ms=24.0), point(0.5, 1700, p99_ms=31.0)
     dropped = point(0.5, 1700, p99_ms=10.0, dropped_iterations=12)
