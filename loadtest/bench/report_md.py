@@ -105,7 +105,8 @@ def capacity_rows(res: RunResult) -> list[str]:
     for c in res.capacity:
         per = "request" if c.kind in ("hot-users", "healthz") else "order"
         rows.append([c.kind, c.strategy or "-", fmt(c.orders_per_sec) if c.strategy else "-", fmt(c.decided_per_sec),
-                     fmt(c.orders) if c.strategy else "-", fmt(c.drain_s, 1) if c.drain_s is not None else "-", fmt(c.requests), fmt(c.requests - c.ok_2xx), fmt(c.busy_503),
+                     fmt(c.orders) if c.strategy else "-", fmt(c.drain_s, 1) if c.drain_s is not None else "-",
+                     fmt(c.requests), fmt(c.requests - c.ok_2xx), fmt(c.busy_503),
                      fmt(c.server_5xx), fmt(c.socket_errors), fmt(c.p50_ms, 1), fmt(c.p99_ms, 1), wrk_cost(c), per,
                      fmt(c.wrk_us_per_request, 1), fmt(box_cpu_pct(c)),
                      "ok" if not c.violations else "**VIOLATION**"])

@@ -43,10 +43,10 @@ pub struct Audit {
 ///
 /// Two reads of the sale's rows feed every figure: its parts joined with their orders' states,
 /// and its orders (totals, keys, buyers). Both are `MATERIALIZED`, so each runs once whatever
-/// the planner believes. A sale's rows are usually younger than its statistics (autovacuum has not analysed
-/// them yet); estimated at one row, the parts' join was inlined under the shards' loop and ran
-/// once per shard: 670 ms for the audit of 18 600 orders over 20 shards (`EXPLAIN ANALYZE`),
-/// against 80 ms now, and growing with shards times orders.
+/// the planner believes. A sale's rows are usually younger than its statistics (autovacuum has
+/// not analysed them yet); estimated at one row, the parts' join was inlined under the shards'
+/// loop and ran once per shard: 643 ms for the audit of 18 619 orders over 20 shards
+/// (`EXPLAIN ANALYZE`), against 78 ms now, and growing with shards times orders.
 pub const AUDIT: &str = "WITH parts AS MATERIALIZED (
     SELECT p.order_id, p.shard, p.quantity, o.state FROM order_parts p JOIN orders o ON o.id = p.order_id
      WHERE p.sku = $1),
