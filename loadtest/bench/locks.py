@@ -324,9 +324,12 @@ def backend_runs(be: LockBackend, duration_ms: int) -> list[dict]:
 # lockkit against rslock, the cheapest peer (a plain SET NX lock without a fence), at the targets'
 # concurrencies: runs of the two alternate, so that both see the box in the same state. One run of
 # each, minutes apart, put lockkit's C=16 ratio at x0.61, x0.93 and x0.73 in three full runs.
+# Rounds go lockkit-rslock, then rslock-lockkit, and so on (`round_order`), in an even number: the
+# box speeds up over the section (run after run, both libraries' pairs/s rose in each of two runs of
+# three rounds), and a side that always ran first always met the slower box.
 HEAD_TO_HEAD_PEER = "rslock"
 HEAD_TO_HEAD_CONCURRENCIES = (16, 64)
-HEAD_TO_HEAD_ROUNDS = 3
+HEAD_TO_HEAD_ROUNDS = 4
 # What the medians are taken of.
 HEAD_TO_HEAD_FIELDS = ("pairs_per_sec", "redis_cpu_us_per_pair", "p99_us")
 
@@ -348,15 +351,24 @@ def medians(runs: list[dict]) -> dict:
     return out
 
 
+def round_order(n: int) -> tuple[str, str]:
+    """Which side runs first in round `n` (from 1): lockkit in odd rounds, the peer in even ones, so
+    that over an even number of rounds a box that drifts one way favours neither."""
+    return ("lockkit", HEAD_TO_HEAD_PEER) if n % 2 else (HEAD_TO_HEAD_PEER, "lockkit")
+
+
 def head_to_head(be: LockBackend, duration_ms: int) -> dict:
-    """`HEAD_TO_HEAD_ROUNDS` rounds of lockctl bench then rslock on the one Redis, per concurrency
-    (uncontended), and the medians of each side."""
+    """`HEAD_TO_HEAD_ROUNDS` rounds of lockctl bench and rslock on the one Redis, in
+    `round_order`, per concurrency (uncontended), and the medians of each side."""
     out = {}
     for c in HEAD_TO_HEAD_CONCURRENCIES:
         sides: dict[str, list[dict]] = {"lockkit": [], HEAD_TO_HEAD_PEER: []}
         for n in range(1, HEAD_TO_HEAD_ROUNDS + 1):
-            sides["lockkit"].append(lockctl_bench(be.url or "", c, duration_ms, None, be.pids))
-            sides[HEAD_TO_HEAD_PEER].append(peer_run(HEAD_TO_HEAD_PEER, "uncontended", c, be.node_urls, duration_ms, be.pids)[0])
+            for side in round_order(n):
+                if side == "lockkit":
+                    sides[side].append(lockctl_bench(be.url or "", c, duration_ms, None, be.pids))
+                else:
+                    sides[side].append(peer_run(side, "uncontended", c, be.node_urls, duration_ms, be.pids)[0])
             log(f"    head to head C={c}, round {n}: lockkit {_describe_run(sides['lockkit'][-1])}; "
                 f"{HEAD_TO_HEAD_PEER} {_describe_run(sides[HEAD_TO_HEAD_PEER][-1])}")
         out[str(c)] = {name: {"runs": runs, "median": medians(runs)} for name, runs in sides.items()}

@@ -300,8 +300,8 @@ def head_to_head_rows(lk: dict) -> list[str]:
     return ([f"## lockkit and {peer} head to head (one Redis, uncontended, {lk['duration_ms']} ms per run)", ""]
             + table(["C", "library", "pairs/s, round by round", "median pairs/s", "median Redis CPU µs/pair",
                      "median p99 µs"], "llrrrr", rows)
-            + [f"Each round runs lockkit then {peer}, so that both meet the box in the same state; the lock targets "
-               "use the medians.", ""])
+            + [f"Rounds alternate which side runs first (lockkit, then {peer} first, and so on), so that both meet "
+               "the box in the same state; the lock targets use the medians.", ""])
 
 
 def backend_rows(lk: dict) -> list[str]:

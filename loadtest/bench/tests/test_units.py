@@ -4,7 +4,8 @@ import pytest
 
 from bench.ceilings import pgbench_script
 from bench.latency import latency_specs, point_flag
-from bench.locks import advisory_url, lockctl_line, plan_backends, replica_fields, sentinel_parts
+from bench.locks import (HEAD_TO_HEAD_PEER, HEAD_TO_HEAD_ROUNDS, advisory_url, lockctl_line, plan_backends, replica_fields,
+                         round_order, sentinel_parts)
 from bench.processes import SetupError
 from bench.result import stale_results
 from bench.settings import LoadModel, k6_defaults
@@ -122,3 +123,10 @@ def test_the_pgbench_order_uses_the_sales_limit_and_quantity_mix_as_parameters()
 
     assert "\\set qty CASE WHEN :r <= 70 THEN 1 ELSE 2 END" in script
     assert ":sku::text" in script and ":limit::int" in script and "'atomic'" in script
+
+
+def test_the_head_to_head_rounds_let_each_side_run_first_equally_often():
+    firsts = [round_order(n)[0] for n in range(1, HEAD_TO_HEAD_ROUNDS + 1)]
+
+    assert firsts.count("lockkit") == firsts.count(HEAD_TO_HEAD_PEER) == HEAD_TO_HEAD_ROUNDS // 2
+    assert all(sorted(round_order(n)) == sorted(["lockkit", HEAD_TO_HEAD_PEER]) for n in range(1, 5))
