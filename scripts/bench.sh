@@ -7,7 +7,7 @@
 #                                latest.svg, latest-latency.svg
 #   scripts/bench.sh --smoke     CI check (~1.5 min after the build): loadtest/results/smoke-latest.json;
 #                                exits non-zero on any correctness violation
-#   scripts/bench.sh --only-capacity   the wrk cells alone (~2 min): loadtest/results/capacity-latest.*
+#   scripts/bench.sh --only-capacity   the wrk cells alone (~4 min): loadtest/results/capacity-latest.*
 #   scripts/bench.sh --help      the runner's options (any of them can be added to the above)
 #
 # Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up), in full mode

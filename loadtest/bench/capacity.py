@@ -35,8 +35,8 @@ from . import cpu
 from .cells import CellContext, audit_violations, fetch_audit
 from .processes import http_json, log, log_findings, rel, run_together
 from .quiet import ready
-from .settings import (CAPACITY_SHARDS, CAPACITY_STOCK, CAPACITY_STRATEGIES, HOT_USERS, THROUGHPUT_USERS, WRK_CONNECTIONS,
-                       WRK_HEALTHZ, WRK_ORDERS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel)
+from .settings import (CAPACITY_ROUNDS, CAPACITY_SHARDS, CAPACITY_STOCK, CAPACITY_STRATEGIES, HOT_USERS, THROUGHPUT_USERS,
+                       WRK_CONNECTIONS, WRK_HEALTHZ, WRK_ORDERS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel)
 
 WRK_KINDS = ("capacity", "storm", "hot-users", "healthz")
 _SUFFIX = {"capacity": "cap", "storm": "storm", "hot-users": "hot"}
@@ -58,6 +58,7 @@ class WrkSpec:
     total: int = CAPACITY_STOCK
     connections: int = WRK_CONNECTIONS  # per instance
     threads: int = WRK_THREADS  # per wrk process
+    round_no: int = 0  # 1, 2, ...: one of several runs of this cell (`capacity_specs`); 0: its only run
 
     @property
     def users(self) -> int:
@@ -65,20 +66,49 @@ class WrkSpec:
 
     @property
     def label(self) -> str:
-        return "healthz floor" if self.strategy is None else f"{self.strategy}/{self.shards} ({self.kind})"
+        if self.strategy is None:
+            return "healthz floor"
+        return f"{self.strategy}/{self.shards} ({self.kind}{f', round {self.round_no}' if self.round_no else ''})"
 
     def sku(self, run_id: str) -> str:
-        return "" if self.strategy is None else f"bench-{run_id}-{self.strategy}-{self.shards}-{_SUFFIX[self.kind]}"
+        if self.strategy is None:
+            return ""
+        return f"bench-{run_id}-{self.strategy}-{self.shards}-{_SUFFIX[self.kind]}{f'-r{self.round_no}' if self.round_no else ''}"
 
 
 def capacity_specs(mode: str, duration_s: int) -> list[WrkSpec]:
     """Full mode: the HTTP floor, then each kind for every strategy (kind by kind, so that the
-    strategies compared in a kind run close together). Smoke: the retry storm of owned-shards
-    only, whose correctness (one order per key, no 5xx) CI must see."""
+    strategies compared in a kind run close together). The capacity cells run in
+    `CAPACITY_ROUNDS` rounds, each starting one strategy further on, so that every strategy runs
+    first, second and third equally often. Smoke: the retry storm of owned-shards only, whose
+    correctness (one order per key, no 5xx) CI must see."""
     if mode == "smoke":
         return [WrkSpec("storm", "owned-shards", duration_s, connections=32)]
-    return [WrkSpec("healthz", None, duration_s)] + [WrkSpec(kind, s, duration_s) for kind in ("capacity", "storm", "hot-users")
-                                                     for s in CAPACITY_STRATEGIES]
+    n = len(CAPACITY_STRATEGIES)
+    rounds = [WrkSpec("capacity", CAPACITY_STRATEGIES[(r + i) % n], duration_s, round_no=r + 1)
+              for r in range(CAPACITY_ROUNDS) for i in range(n)]
+    once = [WrkSpec(kind, s, duration_s) for kind in ("storm", "hot-users") for s in CAPACITY_STRATEGIES]
+    return [WrkSpec("healthz", None, duration_s)] + rounds + once
+
+
+def mark_medians(cells: list[WrkResult]) -> None:
+    """Sets `represents` on every cell: a cell run once represents itself (1); of a cell run in
+    rounds, the run with the median orders/s represents all of them (their number), and the
+    other rounds nothing (0). The targets and the READMEs read the representing runs only; the
+    full report lists every round. With an even number of rounds, the lower middle run."""
+    groups: dict[tuple[str, str | None], list[WrkResult]] = {}
+    for c in cells:
+        groups.setdefault((c.kind, c.strategy), []).append(c)
+    for runs in groups.values():
+        ranked = sorted(runs, key=lambda c: c.orders_per_sec)
+        median = ranked[(len(ranked) - 1) // 2]
+        for c in runs:
+            c.represents = len(runs) if c is median else 0
+
+
+def representing(cells: list[WrkResult]) -> list[WrkResult]:
+    """The cells that stand for their kind and strategy (see `mark_medians`), in run order."""
+    return [c for c in cells if c.represents]
 
 
 @dataclass
@@ -173,6 +203,7 @@ class WrkResult:
     wrk_us_per_request: float | None = None
     service_log: dict = field(default_factory=lambda: {"warn": 0, "error": 0, "samples": []})
     violations: list[str] = field(default_factory=list)
+    represents: int = 1  # how many runs of this cell it stands for in the targets (`mark_medians`)
 
     @property
     def kind(self) -> str:
@@ -285,6 +316,7 @@ def run_wrk_cell(ctx: CellContext, spec: WrkSpec, model: LoadModel) -> WrkResult
     """Runs one wrk cell and reads back everything about it (see the module doc)."""
     res = WrkResult(spec=spec, sku=spec.sku(ctx.run_id))
     stem = "wrk-healthz" if spec.strategy is None else f"wrk-{spec.strategy}-{_SUFFIX[spec.kind]}"
+    stem += f"-r{spec.round_no}" if spec.round_no else ""
     logs = [ctx.run_dir / f"{stem}-{i.name}.log" for i in ctx.instances]
     res.wrk_logs = [rel(p) for p in logs]
     if spec.strategy is not None:
@@ -377,4 +409,5 @@ def run_capacity(ctx: CellContext, specs: list[WrkSpec], model: LoadModel) -> li
         t0 = time.monotonic()
         out.append(run_wrk_cell(ctx, spec, model))
         log(describe(out[-1]) + f" ({time.monotonic() - t0:.0f} s)")
+    mark_medians(out)
     return out

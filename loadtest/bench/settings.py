@@ -54,6 +54,11 @@ SHARDS = [1, 20]
 # The wrk cells (capacity.py): the three designs the choice is between, 20 shards, a stock that
 # outlasts 8 s at 35 000 orders/s (1.3 units each on average), far above what this box reaches.
 CAPACITY_STRATEGIES = ["owned-shards", "db-atomic", "redis-gate"]
+# Full mode runs the capacity cells this many times, in rounds that rotate the strategies' order,
+# and the targets and the READMEs take each strategy's median run: one 8 s cell of the same binary
+# cost 81 to 140 µs per order from one run to the next within minutes, and owned-shards, first after
+# the HTTP floor in every run, always met the box in the same state.
+CAPACITY_ROUNDS = 3
 CAPACITY_SHARDS = 20
 CAPACITY_STOCK = 400_000
 # The hot-users cell's buyers, shared by both instances: with the per-user limit of 2 units they

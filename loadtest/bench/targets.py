@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .capacity import WrkResult
+from .capacity import WrkResult, representing
 from .cells import CellResult
 from .ceilings import PIPELINE
 from .latency import point_flag, server_us_per_order
@@ -223,12 +223,12 @@ def capacity_targets(cells: list[WrkResult]) -> list[Target]:
     """The wrk cells' targets (none when no wrk cell ran, e.g. smoke or --no-capacity)."""
     if not cells:
         return []
-    by = {(c.kind, c.strategy): c for c in cells}
+    by = {(c.kind, c.strategy): c for c in representing(cells)}
 
     def vs(key: str, kind: str, other: str, floor: float, attr: str = "orders_per_sec", unit: str = "orders/s") -> Target:
         o, x = by.get((kind, "owned-shards")), by.get((kind, other))
         num, den = (getattr(o, attr) if o else None), (getattr(x, attr) if x else None)
-        return _ratio(key, num, den, floor, lambda r: f"{num:.0f} / {den:.0f} {unit} = x{r:.2f}")
+        return _ratio(key, num, den, floor, lambda r: f"{num:.0f} / {den:.0f} {unit} = x{r:.2f}{medians_of(o, x)}")
 
     cap = by.get(("capacity", "owned-shards"))
     cost = (cap.cpu_us_per_order if cap else None) or {}
@@ -240,12 +240,18 @@ def capacity_targets(cells: list[WrkResult]) -> list[Target]:
         out.append(_t(key, False, "no data") if v is None else
                    _t(key, v <= limit, f"{v:.0f} µs per order (seckill {cost['seckill']:.0f} + PostgreSQL "
                                        f"{cost['postgres']:.0f} + Redis {cost['redis']:.0f} = {cost['total']:.0f}; "
-                                       f"{cap.orders} orders)"))
+                                       f"{cap.orders} orders){medians_of(cap)}"))
     out += [_clean("storm_owned_clean", by.get(("storm", "owned-shards"))),
             vs("storm_owned_vs_db_atomic", "storm", "db-atomic", 2.0),
             _clean("hot_owned_clean", by.get(("hot-users", "owned-shards"))),
             vs("hot_owned_vs_db_atomic", "hot-users", "db-atomic", 2.0, "decided_per_sec", "decided answers/s")]
     return out
+
+
+def medians_of(*cells: WrkResult | None) -> str:
+    """How a target's cells were chosen, when one of them stands for several rounds."""
+    rounds = max((c.represents for c in cells if c is not None), default=1)
+    return f" (the median run by orders/s of {rounds} rounds each)" if rounds > 1 else ""
 
 
 def latency_targets(points: list[CellResult], http_floor: dict | None = None) -> list[Target]:

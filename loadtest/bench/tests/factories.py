@@ -40,9 +40,9 @@ def run(**fields) -> RunResult:
     return RunResult(**{**defaults, **fields})
 
 
-def wrk_cell(strategy: str | None = "owned-shards", kind: str = "capacity", **fields) -> WrkResult:
+def wrk_cell(strategy: str | None = "owned-shards", kind: str = "capacity", spec: WrkSpec | None = None, **fields) -> WrkResult:
     """A clean wrk cell: every request answered 201, one order each, a clean audit."""
-    spec = WrkSpec(kind, strategy, duration_s=8)
+    spec = spec or WrkSpec(kind, strategy, duration_s=8)
     defaults = dict(sku=spec.sku("r1"), wrk_exit=[0, 0], wrk_logs=["a.log", "b.log"], load_s=8.0, requests=8000,
                     answers={"201": 8000}, ok_2xx=8000, created=8000, orders=8000, orders_in_load=8000, orders_per_sec=1000.0,
                     decided_per_sec=1000.0, duplicate_keys=0, audit=dict(CLEAN_AUDIT), p50_ms=5.0, p99_ms=20.0,

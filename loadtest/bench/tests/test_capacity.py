@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from bench.capacity import (WrkRun, WrkSpec, capacity_specs, check_wrk_cell, cpu_costs, order_args, parse_wrk,
-                            read_orders, read_runs)
+from bench.capacity import (WrkRun, WrkSpec, capacity_specs, check_wrk_cell, cpu_costs, mark_medians, order_args,
+                            parse_wrk, read_orders, read_runs, representing)
 from bench.cpu import group_cpu_s
 from bench.report_md import capacity_rows, markdown
-from bench.settings import WRK_ORDERS, LoadModel
+from bench.settings import CAPACITY_ROUNDS, CAPACITY_STRATEGIES, WRK_ORDERS, LoadModel
 from bench.targets import capacity_targets, evaluate_targets
 from factories import run, wrk_cell
 
@@ -183,8 +183,46 @@ def test_the_storm_sends_both_instances_the_same_arguments_and_the_others_do_not
 def test_smoke_runs_only_the_owned_shards_storm_and_full_runs_every_kind():
     assert [(s.kind, s.strategy) for s in capacity_specs("smoke", 2)] == [("storm", "owned-shards")]
     full = capacity_specs("full", 8)
-    assert full[0].kind == "healthz" and len(full) == 10
-    assert len({s.sku("r1") for s in full[1:]}) == 9 and all(len(s.sku("123456abcd")) <= 64 for s in full)
+    assert full[0].kind == "healthz" and len(full) == 1 + 3 * CAPACITY_ROUNDS + 6
+    assert len({s.sku("r1") for s in full[1:]}) == len(full) - 1 and all(len(s.sku("123456abcd")) <= 64 for s in full)
+    assert len({s.label for s in full}) == len(full)
+
+
+def test_the_capacity_rounds_let_every_strategy_run_at_every_place_equally_often():
+    rounds = [s for s in capacity_specs("full", 8) if s.kind == "capacity"]
+    n = len(CAPACITY_STRATEGIES)
+
+    places = {strategy: [i % n for i, s in enumerate(rounds) if s.strategy == strategy] for strategy in CAPACITY_STRATEGIES}
+
+    assert all(sorted(p) == sorted(list(range(n)) * (CAPACITY_ROUNDS // n)) for p in places.values()), places
+    assert [s.round_no for s in rounds] == [r for r in range(1, CAPACITY_ROUNDS + 1) for _ in range(n)]
+
+
+def test_the_median_run_of_a_cell_stands_for_its_rounds_and_a_single_cell_for_itself():
+    runs = [wrk_cell("owned-shards", orders_per_sec=r) for r in (14000.0, 9000.0, 12000.0)]
+    single = wrk_cell("owned-shards", kind="storm")
+
+    mark_medians(runs + [single])
+
+    assert [c.represents for c in runs] == [0, 0, 3] and single.represents == 1
+    assert representing(runs + [single]) == [runs[2], single]
+
+
+def test_the_capacity_targets_read_the_median_runs_and_say_so():
+    owned = [wrk_cell("owned-shards", orders_per_sec=r, cpu_us_per_order=c) for r, c in
+             ((3000.0, {"seckill": 90.0, "postgres": 90.0, "redis": 1.0, "total": 181.0}),
+              (2100.0, {"seckill": 30.0, "postgres": 50.0, "redis": 2.0, "total": 82.0}),
+              (1000.0, {"seckill": 20.0, "postgres": 20.0, "redis": 1.0, "total": 41.0}))]
+    gate = [wrk_cell("redis-gate", orders_per_sec=r) for r in (900.0, 3000.0, 800.0)]
+    cells = owned + gate + capacity_run()[1:2]
+    mark_medians(cells)
+
+    t = by_id(capacity_targets(cells))
+
+    assert t["capacity_owned_vs_redis_gate"].detail == "2100 / 900 orders/s = x2.33 (the median run by orders/s of 3 rounds each)"
+    assert t["capacity_owned_cpu"].detail.startswith("82 µs per order (seckill 30 + PostgreSQL 50 + Redis 2 = 82")
+    assert t["capacity_owned_cpu"].detail.endswith("(the median run by orders/s of 3 rounds each)")
+    assert t["capacity_owned_vs_db_atomic"].detail.startswith("2100 / 500 orders/s = x4.20 (the median run")
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -292,7 +330,18 @@ def test_the_capacity_table_leads_the_report_and_gives_cost_per_order_and_per_re
     lines = capacity_rows(run(capacity=cells))
 
     assert text.index("## Capacity, retry storm and hot users (wrk)") < text.index("## Strategies")
-    assert any(line.startswith("| capacity | owned-shards | 2100 |") and "| 30 + 50 + 2 = 82 | order |" in line for line in lines)
-    assert any(line.startswith("| healthz | - | - |") and "| 11 + 0 + 0 = 11 | request |" in line for line in lines)
+    assert any(line.startswith("| capacity | owned-shards | - | 2100 |") and "| 30 + 50 + 2 = 82 | order |" in line for line in lines)
+    assert any(line.startswith("| healthz | - | - | - |") and "| 11 + 0 + 0 = 11 | request |" in line for line in lines)
     assert "- owned-shards/20 (storm): 503 busy 1000" in lines
     assert len({line.count("|") for line in lines if line.startswith("|")}) == 1
+
+
+def test_the_capacity_table_lists_every_round_and_marks_the_median_run():
+    runs = [wrk_cell(orders_per_sec=r, spec=WrkSpec("capacity", "owned-shards", 8, round_no=n))
+            for n, r in enumerate((14000.0, 9000.0, 12000.0), 1)]
+    mark_medians(runs)
+
+    lines = capacity_rows(run(capacity=runs))
+
+    assert [line.split(" | ")[2:4] for line in lines if line.startswith("| capacity")] == [
+        ["1", "14 000"], ["2", "9000"], ["3 *median*", "12 000"]]

@@ -21,6 +21,12 @@ BENCH = {
         {"kind": "capacity", "strategy": "owned-shards", "decided_per_sec": 8000.0, "orders_per_sec": 7589.0,
          "p99_ms": 30.1, "server_5xx": 0, "busy_503": 3,
          "cpu_us_per_order": {"seckill": 66.0, "postgres": 129.0, "redis": 3.0, "total": 198.0}},
+        {"kind": "capacity", "strategy": "db-atomic", "decided_per_sec": 2000.0, "orders_per_sec": 1900.0,
+         "p99_ms": 40.0, "server_5xx": 0, "busy_503": 0, "represents": 0,
+         "cpu_us_per_order": {"seckill": 200.0, "postgres": 500.0, "redis": 3.0, "total": 703.0}},
+        {"kind": "capacity", "strategy": "db-atomic", "decided_per_sec": 2500.0, "orders_per_sec": 2400.0,
+         "p99_ms": 35.0, "server_5xx": 0, "busy_503": 0, "represents": 3,
+         "cpu_us_per_order": {"seckill": 210.0, "postgres": 550.0, "redis": 2.0, "total": 762.0}},
     ],
     "lockkit": {"lockctl": [{"concurrency": 16, "mode": "uncontended", "pairs_per_sec": 31374.0,
                              "redis_cpu_us_per_pair": 31.1, "p99_us": 922}],
@@ -53,6 +59,8 @@ def test_a_written_table_names_its_run_and_keeps_the_text_around_it(tmp_path):
     assert "\nold\n" not in text and text.startswith("# title\n") and text.endswith("after\n")
     assert "<!-- run: 2026-12-02T10:00:00+00:00 abc1234 -->" in text
     assert "| capacity | `owned-shards` | 7589 orders | 198 (66 + 129 + 3); 3 answered 5xx | 30.1 |" in text
+    assert "| capacity (median of 3 runs) | `db-atomic` | 2400 orders | 762 (210 + 550 + 2) | 35.0 |" in text
+    assert "1900 orders" not in text, "a round other than the median run stays in latest.md"
     assert "| `pause` | `owned-shards` | 41 654 | 0 | 0 | 0 | passed |" in text
     assert readme.stale_blocks(root) == []
 
