@@ -27,7 +27,7 @@ from .processes import Instance, SetupError, log, log_findings, rel
 from .publish import print_summary, write_results
 from .quiet import ready
 from .result import RunResult
-from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
+from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, K6_GOGC, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
                        MAIN_CELLS, MODERATE_RATE, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
                        SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S,
                        LoadModel, Preset, instance_workers, pre_vus)
@@ -167,7 +167,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "qty_mix": plan.model.qty_mix, "replay_fraction": plan.model.replay_fraction,
             "invalid_fraction": plan.model.invalid_fraction, "load_model_from": "loadtest/k6/lib/seckill.js defaults",
             "instances": INSTANCES, "workers_per_instance": instance_workers(),
-            "request_deadline_ms": REQUEST_DEADLINE_MS,
+            "request_deadline_ms": REQUEST_DEADLINE_MS, "k6_gogc": os.environ.get("GOGC", K6_GOGC),
             "throughput_cells": [f"{n}/{sh}" for n, sh in plan.throughput],
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
             "latency_cells": [f"{n}/{sh}" for n, sh in plan.latency], "latency_fractions": list(LATENCY_FRACTIONS),

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .settings import K6_WRAPPER, ROOT, SECKILL_BIN, SERVER_SCRIPT
+from .settings import K6_GOGC, K6_WRAPPER, ROOT, SECKILL_BIN, SERVER_SCRIPT
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -66,9 +66,15 @@ def run_k6(script: Path, env: dict[str, str], log_path: Path, timeout: float, co
     if console_path is not None:
         cmd += ["--console-output", str(console_path)]
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen([*cmd, str(script)], env={**os.environ, **env}, cwd=ROOT, stdout=out,
+        proc = subprocess.Popen([*cmd, str(script)], env=k6_environment(env), cwd=ROOT, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         return wait_or_stop([proc], timeout, f"k6 {script.name}")[0]
+
+
+def k6_environment(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a k6 run: this process's, `env`, and k6's GC target `K6_GOGC` unless
+    one of those sets GOGC."""
+    return {"GOGC": K6_GOGC, **os.environ, **env}
 
 
 def run_together(cmds: list[list[str]], log_paths: list[Path], timeout: float, what: str) -> list[int]:

@@ -6,9 +6,9 @@ from bench.ceilings import pgbench_script
 from bench.latency import latency_specs, point_flag
 from bench.locks import (HEAD_TO_HEAD_PEER, HEAD_TO_HEAD_ROUNDS, advisory_url, lockctl_line, plan_backends, replica_fields,
                          round_order, sentinel_parts)
-from bench.processes import SetupError
+from bench.processes import SetupError, k6_environment
 from bench.result import stale_results
-from bench.settings import LoadModel, k6_defaults
+from bench.settings import K6_GOGC, LoadModel, k6_defaults
 from factories import cell
 
 K6_SNIPPET = """
@@ -130,3 +130,11 @@ def test_the_head_to_head_rounds_let_each_side_run_first_equally_often():
 
     assert firsts.count("lockkit") == firsts.count(HEAD_TO_HEAD_PEER) == HEAD_TO_HEAD_ROUNDS // 2
     assert all(sorted(round_order(n)) == sorted(["lockkit", HEAD_TO_HEAD_PEER]) for n in range(1, 5))
+
+
+def test_k6_runs_with_the_bench_gc_target_unless_the_environment_sets_one(monkeypatch):
+    monkeypatch.delenv("GOGC", raising=False)
+    assert k6_environment({"RATE": "10"})["GOGC"] == K6_GOGC
+    assert k6_environment({"GOGC": "100"})["GOGC"] == "100"
+    monkeypatch.setenv("GOGC", "off")
+    assert k6_environment({})["GOGC"] == "off"
