@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from .report_md import fmt, table
+from .settings import CAPACITY_STRATEGIES
 from .targets import rslock_sides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,15 +59,23 @@ def per_order(cost: dict | None) -> str:
     return f"{fmt(cost['total'])} ({fmt(cost['seckill'])} + {fmt(cost['postgres'])} + {fmt(cost['redis'])})"
 
 
+def table_cells(cells: list[dict]) -> list[dict]:
+    """The wrk cells the table shows: each cell's representing run only (a capacity round other than
+    the median run stands for nothing), kind by kind as they ran, strategies in the bench's order
+    (the median runs of the rounds come from different rounds)."""
+    shown = [c for c in cells if c.get("represents", 1)]
+    kinds = list(dict.fromkeys(c["kind"] for c in shown))
+    place = {s: i for i, s in enumerate(CAPACITY_STRATEGIES)}
+    return sorted(shown, key=lambda c: (kinds.index(c["kind"]), place.get(c["strategy"], -1)))
+
+
 def bench_lines(res: dict) -> list[str]:
     """The costs-and-speeds table: orders at capacity, in a retry storm and with hot users per
     strategy, the HTTP floor, and a fenced lock pair against rslock."""
     m, g = res.get("machine") or {}, res.get("git") or {}
     state = " (dirty tree)" if g.get("dirty") else ""
     rows = []
-    for c in res.get("capacity") or []:
-        if c.get("represents", 1) == 0:  # a round other than the median run of its cell
-            continue
+    for c in table_cells(res.get("capacity") or []):
         if c["kind"] == "healthz":
             rows.append(["HTTP floor (`GET /healthz`)", "-", f"{fmt(c['decided_per_sec'])} requests",
                          per_order(c.get("cpu_us_per_request")) + " per request", fmt(c["p99_ms"], 1)])

@@ -65,6 +65,20 @@ def test_a_written_table_names_its_run_and_keeps_the_text_around_it(tmp_path):
     assert readme.stale_blocks(root) == []
 
 
+def test_the_table_shows_the_median_capacity_runs_in_the_strategies_order_whatever_round_they_came_from():
+    def cap(strategy, represents):
+        return {"kind": "capacity", "strategy": strategy, "represents": represents}
+
+    cells = [{"kind": "healthz", "strategy": None}, cap("owned-shards", 0), cap("redis-gate", 3), cap("db-atomic", 0),
+             cap("db-atomic", 3), cap("owned-shards", 3), cap("redis-gate", 0), {"kind": "storm", "strategy": "db-atomic"},
+             {"kind": "storm", "strategy": "owned-shards"}]
+
+    shown = [(c["kind"], c["strategy"]) for c in readme.table_cells(cells)]
+
+    assert shown == [("healthz", None), ("capacity", "owned-shards"), ("capacity", "db-atomic"), ("capacity", "redis-gate"),
+                     ("storm", "owned-shards"), ("storm", "db-atomic")]
+
+
 def test_a_readme_older_than_its_results_file_is_stale(tmp_path):
     root = readme_tree(tmp_path, {"latest.json": BENCH, "chaos-latest.json": CHAOS})
     readme.write_blocks("bench", BENCH, root)
