@@ -325,8 +325,8 @@ def backend_runs(be: LockBackend, duration_ms: int) -> list[dict]:
 # concurrencies: runs of the two alternate, so that both see the box in the same state. One run of
 # each, minutes apart, put lockkit's C=16 ratio at x0.61, x0.93 and x0.73 in three full runs.
 # Rounds go lockkit-rslock, then rslock-lockkit, and so on (`round_order`), in an even number: the
-# box speeds up over the section (run after run, both libraries' pairs/s rose in each of two runs of
-# three rounds), and a side that always ran first always met the slower box.
+# box drifts over the section (in two runs of three rounds that always ran lockkit first, both
+# libraries' pairs/s rose round after round, so lockkit always met the slower box).
 HEAD_TO_HEAD_PEER = "rslock"
 HEAD_TO_HEAD_CONCURRENCIES = (16, 64)
 HEAD_TO_HEAD_ROUNDS = 4
