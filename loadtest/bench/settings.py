@@ -64,7 +64,7 @@ SHARDS = [1, 20]
 CAPACITY_STRATEGIES = ["owned-shards", "db-atomic", "redis-gate"]
 # Full mode runs the capacity cells this many times, in rounds that rotate the strategies' order,
 # and the targets and the READMEs take each strategy's median run: one 8 s cell of the same binary
-# cost 81 to 140 µs per order from one run to the next within minutes, and owned-shards, first after
+# cost 99 to 140 µs per order from one run to the next within minutes, and owned-shards, first after
 # the HTTP floor in every run, always met the box in the same state.
 CAPACITY_ROUNDS = 3
 CAPACITY_SHARDS = 20
