@@ -12,7 +12,7 @@
 #
 # Installs what it needs, idempotently: Redis/PostgreSQL (scripts/services.sh up), in full mode
 # ZooKeeper and etcd (ZOOKEEPER_URL, ETCD_URL), the extra Redis servers of lockkit's Redlock,
-# Cluster and Sentinel backends (scripts/lock-servers.sh; these start just before the lock section),
+# Cluster and Sentinel backends (scripts/lock-servers.sh; these start in the lock section),
 # the binaries `seckill` and `lockctl` (BENCH_SKIP_BUILD=1: use those already built, e.g. in
 # CARGO_TARGET_DIR; BENCH_DATABASE_URL and BENCH_REDIS_URL: see below), k6 (scripts/k6.sh), wrk
 # (Debian), psycopg 3 (the runner's PostgreSQL driver), and in full mode the peer harnesses
@@ -79,10 +79,10 @@ on_exit cleanup
 
 t0=$SECONDS
 # PostgreSQL and Redis start now. ZooKeeper, etcd (WITH) and the lock servers are only installed
-# here: the runner starts them just before its lock section (--start-lock-servers), so that they
-# do not idle on the same cores through the seckill cells. `env` prints the export lines of all of
-# them (REDIS_URL, DATABASE_URL, ZOOKEEPER_URL, ETCD_URL); a lock backend whose URL stays unset is
-# reported "not run".
+# here: the runner starts them in its lock section, after the head to head with rslock
+# (--start-lock-servers), so that they do not idle on the same cores through the seckill cells or
+# the head to head. `env` prints the export lines of all of them (REDIS_URL, DATABASE_URL,
+# ZOOKEEPER_URL, ETCD_URL); a lock backend whose URL stays unset is reported "not run".
 bash scripts/services.sh up >/dev/null
 WITH="$with_services" bash scripts/services.sh install
 services_env="$(WITH="$with_services" bash scripts/services.sh env)"

@@ -71,8 +71,9 @@ def parse_args(argv) -> argparse.Namespace:
                    help=f"Redis Cluster backend, redis+cluster://h:p,... (default ${locks.CLUSTER_URL_ENV}; '' skips it)")
     p.add_argument("--start-lock-servers", default=None, metavar="WITH",
                    help="start lockkit's extra servers (scripts/lock-servers.sh, and the services named in WITH, "
-                        "e.g. zookeeper,etcd) just before the lock section, so that they do not idle beside the "
-                        "seckill cells (scripts/bench.sh passes it)")
+                        "e.g. zookeeper,etcd) in the lock section, after the head to head with the peer, so that "
+                        "they idle neither beside the seckill cells nor beside the head to head (scripts/bench.sh "
+                        "passes it)")
     p.add_argument("--results-dir", type=Path, default=RESULTS, help="where result files go (default loadtest/results)")
     p.add_argument("--keep-sales", action="store_true", help="keep the bench sales (orders) in PostgreSQL afterwards")
     return p.parse_args(argv)
@@ -287,6 +288,17 @@ def moderate_http_floor(ctx: CellContext, duration_s: int, res: RunResult) -> No
         res.ceilings["http_moderate"] = {"error": str(e)}
 
 
+def check_backends(backends: list[locks.LockBackend]) -> None:
+    """Checks that each backend answers; a failure is recorded in the backend (its entry reports it,
+    and it counts as a violation)."""
+    for be in backends:
+        try:
+            be.check()
+        except SetupError as e:
+            be.error = str(e)
+            log(f"ERROR: {e}")
+
+
 def run_ceilings_and_locks(plan: Plan, args: argparse.Namespace, pg: Pg, redis: Redis, res: RunResult, run_dir: Path) -> None:
     cfg = plan.cfg
     if not args.only_locks:
@@ -294,15 +306,11 @@ def run_ceilings_and_locks(plan: Plan, args: argparse.Namespace, pg: Pg, redis: 
         res.ceilings["pg"] = ceilings.pgbench_ceiling(pg, plan.model, res.run_id, run_dir, cfg.pg_seconds, cfg.pg_clients)
         res.ceilings["pg_order_tps"] = res.ceilings["pg"]["pg_order_tps"]
         log(f"    pg_order_tps {res.ceilings['pg_order_tps']}")
-    for be in plan.backends:
-        try:
-            be.check()
-        except SetupError as e:  # reported in the backend's entry and as a violation
-            be.error = str(e)
-            log(f"ERROR: {e}")
-    if plan.backends[0].error:
-        raise SetupError(plan.backends[0].error)
-    pids = plan.backends[0].pids
+    one_redis, others = plan.backends[0], plan.backends[1:]
+    check_backends([one_redis])
+    if one_redis.error:
+        raise SetupError(one_redis.error)
+    pids = one_redis.pids
     redis_by_c, piped_by_c = {}, {}
     for c in ((50,) if not args.only_locks else ()) + tuple(locks.LOCK_CONCURRENCIES):
         log(f"redis-benchmark pairs at C={c} ({cfg.redis_n[c]} requests each)")
@@ -321,8 +329,13 @@ def run_ceilings_and_locks(plan: Plan, args: argparse.Namespace, pg: Pg, redis: 
         res.ceilings["redis_pairs_per_sec"] = redis_by_c[50]["pairs_per_sec"]
     if (res.ceilings.get("http") or {}).get("http_ok_per_sec") is not None:
         res.ceilings["http_ok_per_sec"] = res.ceilings["http"]["http_ok_per_sec"]
+    # On a box without the other lock servers (see locks.quiet_head_to_head).
+    versus = locks.quiet_head_to_head(cfg.lock_ms, cfg.peers, one_redis)
+    if args.start_lock_servers is not None:
+        locks.start_servers(args.start_lock_servers)
+    check_backends(others)
     res.lockkit = locks.lockkit_section(cfg.lock_ms, cfg.peers, {c: redis_by_c[c] for c in locks.LOCK_CONCURRENCIES},
-                                        plan.backends, piped_by_c, ceilings.PIPELINE)
+                                        plan.backends, piped_by_c, ceilings.PIPELINE, versus)
     res.violations.extend(locks.lock_violations(res.lockkit))
     for be in res.lockkit["backends"].values():
         if be.get("peers_exit"):
@@ -404,8 +417,6 @@ def main(argv=None) -> int:
     # Ceilings and locks with the instances stopped: they would only steal CPU.
     if rc == 0 and not args.no_ceilings and not args.only_capacity:
         try:
-            if args.start_lock_servers is not None:
-                locks.start_servers(args.start_lock_servers)
             run_ceilings_and_locks(plan, args, pg, redis, res, run_dir)
         except (SetupError, KeyboardInterrupt) as e:
             log(f"ERROR: {e}")

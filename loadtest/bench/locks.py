@@ -198,9 +198,9 @@ def advisory_url(database_url: str) -> str | None:
 def start_servers(with_services: str) -> None:
     """Starts lockkit's extra servers: the Redlock nodes, the Cluster and the Sentinel set
     (scripts/lock-servers.sh), and the services in `with_services` (scripts/services.sh, e.g.
-    zookeeper,etcd). scripts/bench.sh has them started here, before the lock section, rather than
-    with the seckill cells, beside which they would only idle on the same cores; it stops them at
-    the end."""
+    zookeeper,etcd). scripts/bench.sh has them started here, in the lock section after the head to
+    head (`quiet_head_to_head`), rather than with the seckill cells, beside which they would only
+    idle on the same cores; it stops them at the end."""
     log("starting lockkit's servers: scripts/lock-servers.sh up")
     run(["bash", str(ROOT / "scripts" / "lock-servers.sh"), "up"], timeout=300, check=True)
     if with_services:
@@ -400,10 +400,22 @@ def empty_section(duration_ms: int) -> dict:
             "ratios": {}, "duration_ms": duration_ms}
 
 
+def quiet_head_to_head(duration_ms: int, peers_on: bool, one_redis: LockBackend) -> dict:
+    """The head to head with the peer on the one Redis, if the peers run and that backend works.
+    The runner calls it before the other backends' servers start: idle beside the runs, they cost
+    lockkit more than the peer (see docs/bench.md)."""
+    if not peers_on or HEAD_TO_HEAD_PEER not in PEER_LIBRARIES or one_redis.error or one_redis.not_run:
+        return {}
+    log(f"lockkit and {HEAD_TO_HEAD_PEER} head to head on {one_redis.label}, before the other lock servers start: "
+        f"{HEAD_TO_HEAD_ROUNDS} alternating rounds at C={', '.join(map(str, HEAD_TO_HEAD_CONCURRENCIES))}")
+    return head_to_head(one_redis, duration_ms)
+
+
 def lockkit_section(duration_ms: int, peers_on: bool, redis_by_c: dict, backends: list[LockBackend],
-                    piped_by_c: dict, pipeline: int) -> dict:
+                    piped_by_c: dict, pipeline: int, versus: dict) -> dict:
     """lockctl bench on every backend (the first is the one Redis), then the peers: all of them on
-    the one Redis, the Redlock peers on the Redlock backend."""
+    the one Redis, the Redlock peers on the Redlock backend. `versus` is the head to head, run
+    before (`quiet_head_to_head`)."""
     out_backends: dict[str, dict] = {}
     for be in backends:
         entry = out_backends[be.name] = {**be.describe(), "runs": [], "peers": [], "peers_exit": None}
@@ -423,12 +435,6 @@ def lockkit_section(duration_ms: int, peers_on: bool, redis_by_c: dict, backends
             rows, rc = peers_bench(be, libs, duration_ms)
             out_backends[be.name].update({"peers": rows, "peers_exit": rc})
     first = out_backends[backends[0].name]
-    one_redis = backends[0]
-    versus = {}
-    if peers_on and HEAD_TO_HEAD_PEER in PEER_LIBRARIES and not (one_redis.error or one_redis.not_run):
-        log(f"lockkit and {HEAD_TO_HEAD_PEER} head to head on {one_redis.label}: {HEAD_TO_HEAD_ROUNDS} alternating "
-            f"rounds at C={', '.join(map(str, HEAD_TO_HEAD_CONCURRENCIES))}")
-        versus = head_to_head(one_redis, duration_ms)
     return {
         "head_to_head": versus,
         "head_to_head_peer": HEAD_TO_HEAD_PEER,

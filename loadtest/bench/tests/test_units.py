@@ -1,8 +1,12 @@
-"""Small pure parts: k6 defaults, latency planning, lock backends from URLs, result pruning, pgbench."""
+"""Small parts: k6 defaults, latency planning, lock backends from URLs, the lock section's order, result pruning, pgbench."""
+
+from types import SimpleNamespace
 
 import pytest
 
+from bench import ceilings, locks
 from bench.ceilings import pgbench_script
+from bench.cli import run_ceilings_and_locks
 from bench.latency import latency_specs, point_flag
 from bench.locks import (HEAD_TO_HEAD_PEER, HEAD_TO_HEAD_ROUNDS, advisory_url, lockctl_line, plan_backends, replica_fields,
                          round_order, sentinel_parts)
@@ -138,3 +142,27 @@ def test_k6_runs_with_the_bench_gc_target_unless_the_environment_sets_one(monkey
     assert k6_environment({"GOGC": "100"})["GOGC"] == "100"
     monkeypatch.setenv("GOGC", "off")
     assert k6_environment({})["GOGC"] == "off"
+
+
+def test_the_head_to_head_runs_before_the_other_lock_servers_start(monkeypatch):
+    events = []
+    monkeypatch.setattr(ceilings, "redis_pairs", lambda *a, **k: {"pairs_per_sec": 1.0, "redis_cpu_us_per_pair": 1.0})
+    monkeypatch.setattr(ceilings, "unlink_pattern", lambda *a: 0)
+    monkeypatch.setattr(locks.LockBackend, "check", lambda be: events.append(f"check {be.name}"))
+    monkeypatch.setattr(locks, "head_to_head", lambda be, ms: events.append(f"head to head on {be.name}") or {"16": {}})
+    monkeypatch.setattr(locks, "start_servers", lambda with_services: events.append("start lock servers"))
+    monkeypatch.setattr(locks, "backend_runs", lambda be, ms: events.append(f"runs on {be.name}") or [])
+    monkeypatch.setattr(locks, "PEER_LIBRARIES", [HEAD_TO_HEAD_PEER])
+    monkeypatch.setattr(locks, "peers_bench", lambda be, libs, ms: ([], 0))
+    backends = [locks.LockBackend("redis", "one Redis", "redis", "redis://127.0.0.1:1", "REDIS_URL"),
+                locks.LockBackend("zk", "ZooKeeper", "zk", "zk://127.0.0.1:2", "ZOOKEEPER_URL")]
+    plan = SimpleNamespace(cfg=SimpleNamespace(lock_ms=10, peers=True, redis_n={c: 1 for c in locks.LOCK_CONCURRENCIES},
+                                               redis_n_pipelined={c: 1 for c in locks.LOCK_CONCURRENCIES}),
+                           backends=backends)
+    args = SimpleNamespace(only_locks=True, start_lock_servers="zookeeper")
+    res = SimpleNamespace(run_id="t", ceilings={}, violations=[], lockkit={})
+
+    run_ceilings_and_locks(plan, args, None, None, res, None)
+
+    assert events == ["check redis", "head to head on redis", "start lock servers", "check zk", "runs on redis", "runs on zk"]
+    assert res.lockkit["head_to_head"] == {"16": {}}
