@@ -35,8 +35,9 @@ from . import cpu
 from .cells import CellContext, audit_violations, fetch_audit
 from .processes import http_json, log, log_findings, rel, run_together
 from .quiet import ready
-from .settings import (CAPACITY_ROUNDS, CAPACITY_SHARDS, CAPACITY_STOCK, CAPACITY_STRATEGIES, HOT_USERS, THROUGHPUT_USERS,
-                       WRK_CONNECTIONS, WRK_HEALTHZ, WRK_ORDERS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel)
+from .settings import (BENCH_PAYMENT_WINDOW_MS, CAPACITY_CONNECTIONS, CAPACITY_ROUNDS, CAPACITY_SHARDS, CAPACITY_STOCK,
+                       CAPACITY_STRATEGIES, HOT_USERS, OWNED_STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_HEALTHZ,
+                       WRK_ORDERS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel)
 
 WRK_KINDS = ("capacity", "storm", "hot-users", "healthz")
 _SUFFIX = {"capacity": "cap", "storm": "storm", "hot-users": "hot"}
@@ -58,7 +59,9 @@ class WrkSpec:
     total: int = CAPACITY_STOCK
     connections: int = WRK_CONNECTIONS  # per instance
     threads: int = WRK_THREADS  # per wrk process
-    round_no: int = 0  # 1, 2, ...: one of several runs of this cell (`capacity_specs`); 0: its only run
+    # 1, 2, ...: one of several runs of this cell, at each of CAPACITY_CONNECTIONS (`capacity_specs`);
+    # 0: its only run
+    round_no: int = 0
 
     @property
     def users(self) -> int:
@@ -68,42 +71,61 @@ class WrkSpec:
     def label(self) -> str:
         if self.strategy is None:
             return "healthz floor"
-        return f"{self.strategy}/{self.shards} ({self.kind}{f', round {self.round_no}' if self.round_no else ''})"
+        run = f", {self.connections} connections, round {self.round_no}" if self.round_no else ""
+        return f"{self.strategy}/{self.shards} ({self.kind}{run})"
+
+    @property
+    def stem(self) -> str:
+        """What names this run's sale (after the run id) and its wrk logs (before the instance):
+        unique among the runs of one bench."""
+        if self.strategy is None:
+            return "healthz"
+        run = f"-c{self.connections}-r{self.round_no}" if self.round_no else ""
+        return f"{self.strategy}-{self.shards}-{_SUFFIX[self.kind]}{run}"
 
     def sku(self, run_id: str) -> str:
-        if self.strategy is None:
-            return ""
-        return f"bench-{run_id}-{self.strategy}-{self.shards}-{_SUFFIX[self.kind]}{f'-r{self.round_no}' if self.round_no else ''}"
+        return "" if self.strategy is None else f"bench-{run_id}-{self.stem}"
 
 
 def capacity_specs(mode: str, duration_s: int) -> list[WrkSpec]:
     """Full mode: the HTTP floor, then each kind for every strategy (kind by kind, so that the
     strategies compared in a kind run close together). The capacity cells run in
     `CAPACITY_ROUNDS` rounds, each starting one strategy further on, so that every strategy runs
-    first, second and third equally often. Smoke: the retry storm of owned-shards only, whose
+    first, second and third equally often; a strategy runs at each of `CAPACITY_CONNECTIONS` in
+    turn, in the reverse order every other round. Smoke: the retry storm of owned-shards only, whose
     correctness (one order per key, no 5xx) CI must see."""
     if mode == "smoke":
         return [WrkSpec("storm", "owned-shards", duration_s, connections=32)]
     n = len(CAPACITY_STRATEGIES)
-    rounds = [WrkSpec("capacity", CAPACITY_STRATEGIES[(r + i) % n], duration_s, round_no=r + 1)
-              for r in range(CAPACITY_ROUNDS) for i in range(n)]
+    rounds = [WrkSpec("capacity", CAPACITY_STRATEGIES[(r + i) % n], duration_s, connections=c, round_no=r + 1)
+              for r in range(CAPACITY_ROUNDS) for i in range(n)
+              for c in (CAPACITY_CONNECTIONS if r % 2 == 0 else CAPACITY_CONNECTIONS[::-1])]
     once = [WrkSpec(kind, s, duration_s) for kind in ("storm", "hot-users") for s in CAPACITY_STRATEGIES]
     return [WrkSpec("healthz", None, duration_s)] + rounds + once
 
 
 def mark_medians(cells: list[WrkResult]) -> None:
-    """Sets `represents` on every cell: a cell run once represents itself (1); of a cell run in
-    rounds, the run with the median orders/s represents all of them (their number), and the
-    other rounds nothing (0). The targets and the READMEs read the representing runs only; the
-    full report lists every round. With an even number of rounds, the lower middle run."""
-    groups: dict[tuple[str, str | None], list[WrkResult]] = {}
+    """Sets `median` and `represents` on every cell. A cell run once is its own median and
+    represents itself (1). Of a cell run in rounds at one number of connections, the run with the
+    median orders/s is the median (with an even number of rounds, the lower middle run); of a
+    strategy's medians at its numbers of connections, the one with the most orders/s, its capacity,
+    represents that number's runs (their number), and every other run nothing (0). The targets and
+    the READMEs read the representing runs only; the full report lists every run."""
+    levels: dict[tuple[str, str | None, int], list[WrkResult]] = {}
     for c in cells:
-        groups.setdefault((c.kind, c.strategy), []).append(c)
-    for runs in groups.values():
-        ranked = sorted(runs, key=lambda c: c.orders_per_sec)
-        median = ranked[(len(ranked) - 1) // 2]
+        levels.setdefault((c.kind, c.strategy, c.spec.connections), []).append(c)
+    best: dict[tuple[str, str | None], WrkResult] = {}
+    for runs in levels.values():
+        median = sorted(runs, key=lambda c: c.orders_per_sec)[(len(runs) - 1) // 2]
         for c in runs:
-            c.represents = len(runs) if c is median else 0
+            c.median, c.represents = c is median, 0
+        median.represents = len(runs)
+        key = (median.kind, median.strategy)
+        if key not in best or median.orders_per_sec > best[key].orders_per_sec:
+            best[key] = median
+    for c in cells:
+        if c.represents and best[(c.kind, c.strategy)] is not c:
+            c.represents = 0
 
 
 def representing(cells: list[WrkResult]) -> list[WrkResult]:
@@ -203,6 +225,7 @@ class WrkResult:
     wrk_us_per_request: float | None = None
     service_log: dict = field(default_factory=lambda: {"warn": 0, "error": 0, "samples": []})
     violations: list[str] = field(default_factory=list)
+    median: bool = True  # the median run of its cell at its connections (`mark_medians`)
     represents: int = 1  # how many runs of this cell it stands for in the targets (`mark_medians`)
 
     @property
@@ -279,11 +302,19 @@ def order_args(spec: WrkSpec, sku: str, instance: int, model: LoadModel) -> list
     return [sku, str(spec.users), keys, "1" if same else str(instance), ",".join(mix)]
 
 
-def create_sale(ctx: CellContext, spec: WrkSpec, sku: str, model: LoadModel) -> None:
-    """PUT the sale, as the k6 library's setup() does (admin token, the k6 defaults' limits)."""
+def sale_body(spec: WrkSpec, model: LoadModel) -> dict:
+    """The cell's sale, as the k6 library's setup() creates one: the k6 defaults' limits, and the
+    bench's payment window for an owned strategy."""
     body = {"total": spec.total, "shards": spec.shards, "per_user_limit": model.per_user_limit,
             "max_per_order": model.max_per_order, "strategy": spec.strategy}
-    status, answer = http_json("PUT", f"{ctx.instances[0].base}/v1/sales/{sku}", body,
+    if spec.strategy in OWNED_STRATEGIES:
+        body["payment_window_ms"] = BENCH_PAYMENT_WINDOW_MS
+    return body
+
+
+def create_sale(ctx: CellContext, spec: WrkSpec, sku: str, model: LoadModel) -> None:
+    """PUT the sale (`sale_body`) with the admin token."""
+    status, answer = http_json("PUT", f"{ctx.instances[0].base}/v1/sales/{sku}", sale_body(spec, model),
                                headers={"Authorization": f"Bearer {ctx.token}"}, timeout=30)
     if status not in (200, 201):
         raise OSError(f"PUT /v1/sales/{sku} -> {status}: {str(answer)[:300]}")
@@ -315,9 +346,7 @@ def read_orders(res: WrkResult, ctx: CellContext) -> None:
 def run_wrk_cell(ctx: CellContext, spec: WrkSpec, model: LoadModel) -> WrkResult:
     """Runs one wrk cell and reads back everything about it (see the module doc)."""
     res = WrkResult(spec=spec, sku=spec.sku(ctx.run_id))
-    stem = "wrk-healthz" if spec.strategy is None else f"wrk-{spec.strategy}-{_SUFFIX[spec.kind]}"
-    stem += f"-r{spec.round_no}" if spec.round_no else ""
-    logs = [ctx.run_dir / f"{stem}-{i.name}.log" for i in ctx.instances]
+    logs = [ctx.run_dir / f"wrk-{spec.stem}-{i.name}.log" for i in ctx.instances]
     res.wrk_logs = [rel(p) for p in logs]
     if spec.strategy is not None:
         try:

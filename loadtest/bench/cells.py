@@ -19,7 +19,7 @@ from pathlib import Path
 from . import cpu
 from .processes import (Instance, http_json, k6_metric, log_findings, metrics_delta, read_json, rel,
                         run_k6, scrape_metrics)
-from .settings import K6_SCRIPT, NONE_ALLOWED_FAILURES, PG_STATS_SETTLE_S
+from .settings import BENCH_PAYMENT_WINDOW_MS, K6_SCRIPT, NONE_ALLOWED_FAILURES, OWNED_STRATEGIES, PG_STATS_SETTLE_S
 from .stores import Pg, Redis, pg_total_commits, redis_total_commands
 
 KINDS = ("mission", "throughput", "latency")
@@ -196,7 +196,9 @@ def round_or_none(v, nd: int = 1) -> float | None:
 
 def k6_env(ctx: CellContext, spec: CellSpec, summary_path: Path) -> dict[str, str]:
     """The k6 scenario's settings for this cell; the load model (per-user limit, quantity mix,
-    replays, invalid requests) is the k6 library's default."""
+    replays, invalid requests) is the k6 library's default. An owned sale gets the bench's payment
+    window."""
+    owned = {"PAYMENT_WINDOW_MS": str(BENCH_PAYMENT_WINDOW_MS)} if spec.strategy in OWNED_STRATEGIES else {}
     return {
         "TARGETS": ",".join(i.base for i in ctx.instances),
         "SKU": spec.sku(ctx.run_id),
@@ -214,6 +216,7 @@ def k6_env(ctx: CellContext, spec: CellSpec, summary_path: Path) -> dict[str, st
         "SUMMARY_PATH": str(summary_path),
         "LOG_UNEXPECTED": "2",
         "LOG_ACKS": "1",
+        **owned,
     }
 
 

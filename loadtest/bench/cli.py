@@ -23,14 +23,15 @@ from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
 from .latency import latency_specs, latency_vus, point_flag, point_spec
 from .machine import git_info, machine_info
-from .processes import Instance, SetupError, log, log_findings, rel
+from .processes import Instance, SetupError, k6_environment, log, log_findings, rel
 from .publish import print_summary, write_results
 from .quiet import ready
 from .result import RunResult
-from .settings import (CAPACITY_STOCK, HOT_USERS, INSTANCES, K6_GOGC, LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN,
-                       MAIN_CELLS, MODERATE_RATE, PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS,
-                       SMOKE_STRATEGIES, STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S,
-                       LoadModel, Preset, instance_workers, pre_vus)
+from .settings import (BENCH_PAYMENT_WINDOW_MS, CAPACITY_CONNECTIONS, CAPACITY_STOCK, HOT_USERS, INSTANCES,
+                       LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN, MAIN_CELLS, MODERATE_RATE, PRESETS,
+                       REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS, SMOKE_STRATEGIES, STRATEGIES,
+                       THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel, Preset, instance_workers,
+                       pre_vus)
 from .stores import Pg, Redis, loopback_only, redis_server_pid
 from .targets import capacity_targets, evaluate_targets
 from .unpaid import UNITS, UnpaidSpec, run_unpaid
@@ -168,7 +169,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "qty_mix": plan.model.qty_mix, "replay_fraction": plan.model.replay_fraction,
             "invalid_fraction": plan.model.invalid_fraction, "load_model_from": "loadtest/k6/lib/seckill.js defaults",
             "instances": INSTANCES, "workers_per_instance": instance_workers(),
-            "request_deadline_ms": REQUEST_DEADLINE_MS, "k6_gogc": os.environ.get("GOGC", K6_GOGC),
+            "request_deadline_ms": REQUEST_DEADLINE_MS, "k6_gogc": k6_environment({})["GOGC"],
             "throughput_cells": [f"{n}/{sh}" for n, sh in plan.throughput],
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
             "latency_cells": [f"{n}/{sh}" for n, sh in plan.latency], "latency_fractions": list(LATENCY_FRACTIONS),
@@ -176,7 +177,9 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "pipeline": ceilings.PIPELINE, "lock_backends": [be.name for be in plan.backends],
             "only_capacity": args.only_capacity, "capacity_cells": [c.label for c in plan.capacity],
             "lifecycle": None if plan.lifecycle is None else asdict(plan.lifecycle),
+            "owned_payment_window_ms": BENCH_PAYMENT_WINDOW_MS,
             "capacity": {"duration_s": cfg.capacity_s, "connections_per_instance": WRK_CONNECTIONS,
+                         "capacity_connections_per_instance": list(CAPACITY_CONNECTIONS),
                          "threads_per_wrk": WRK_THREADS, "wrk_timeout_s": WRK_TIMEOUT_S, "total": CAPACITY_STOCK,
                          "users": THROUGHPUT_USERS, "hot_users": HOT_USERS}}
 

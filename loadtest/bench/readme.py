@@ -60,9 +60,9 @@ def per_order(cost: dict | None) -> str:
 
 
 def table_cells(cells: list[dict]) -> list[dict]:
-    """The wrk cells the table shows: each cell's representing run only (a capacity round other than
-    the median run stands for nothing), kind by kind as they ran, strategies in the bench's order
-    (the median runs of the rounds come from different rounds)."""
+    """The wrk cells the table shows: each cell's representing run only (a capacity run other than
+    the strategy's capacity stands for nothing), kind by kind as they ran, strategies in the bench's
+    order (the median runs of the rounds come from different rounds)."""
     shown = [c for c in cells if c.get("represents", 1)]
     kinds = list(dict.fromkeys(c["kind"] for c in shown))
     place = {s: i for i, s in enumerate(CAPACITY_STRATEGIES)}
@@ -85,7 +85,9 @@ def bench_lines(res: dict) -> list[str]:
         cost = per_order(c.get("cpu_us_per_request") if hot else c.get("cpu_us_per_order"))
         errors = c["server_5xx"] + c["busy_503"]
         note = f"; {fmt(errors)} answered 5xx" if errors else ""
-        name = CELL_NAMES.get(c["kind"], c["kind"]) + (f" (median of {c['represents']} runs)" if c.get("represents", 1) > 1 else "")
+        runs = c.get("represents", 1)
+        chosen = f" (median of {runs} runs, {c['connections']} connections)" if runs > 1 else ""
+        name = CELL_NAMES.get(c["kind"], c["kind"]) + chosen
         rows.append([name, f"`{c['strategy']}`", speed,
                      cost + (" per request" if hot else "") + note, fmt(c["p99_ms"], 1)])
     lk = res.get("lockkit") or {}

@@ -101,20 +101,22 @@ def capacity_rows(res: RunResult) -> list[str]:
          "process and of the service's redis-server (`/proc`) from the start of the load to the end of the drain, per order (per request "
          "for hot users and the floor); wrk µs/request: wrk's own CPU (a waited-for child); box CPU %: the whole "
          f"machine's over the same window, in % of one core ({res.machine.get('nproc')} cores = {(res.machine.get('nproc') or 0) * 100}%). "
-         "**round**: the capacity cells run in rounds that rotate the strategies' order; the targets and the READMEs "
-         "take each strategy's median run by orders/s (*median*).", ""]
+         "**round**: the capacity cells run in rounds that rotate the strategies' order, each strategy at "
+         f"{' and at '.join(map(str, cap.get('capacity_connections_per_instance') or []))} connections per instance "
+         "(**conns**); a strategy's capacity, which the targets and the READMEs take, is its median run by orders/s "
+         "(*median*) at the number of connections where that median is highest (*median, capacity*).", ""]
     rows = []
     for c in res.capacity:
         per = "request" if c.kind in ("hot-users", "healthz") else "order"
-        rows.append([c.kind, c.strategy or "-", round_cell(c), fmt(c.orders_per_sec) if c.strategy else "-", fmt(c.decided_per_sec),
+        rows.append([c.kind, c.strategy or "-", str(c.spec.connections), round_cell(c), fmt(c.orders_per_sec) if c.strategy else "-", fmt(c.decided_per_sec),
                      fmt(c.orders) if c.strategy else "-", fmt(c.drain_s, 1) if c.drain_s is not None else "-",
                      fmt(c.requests), fmt(c.requests - c.ok_2xx), fmt(c.busy_503),
                      fmt(c.server_5xx), fmt(c.socket_errors), fmt(c.p50_ms, 1), fmt(c.p99_ms, 1), wrk_cost(c), per,
                      fmt(c.wrk_us_per_request, 1), fmt(box_cpu_pct(c)),
                      "ok" if not c.violations else "**VIOLATION**"])
-    L += table(["cell", "strategy", "round", "orders/s", "decided/s", "orders", "drain s", "requests", "non-2xx", "503",
+    L += table(["cell", "strategy", "conns", "round", "orders/s", "decided/s", "orders", "drain s", "requests", "non-2xx", "503",
                 "other 5xx", "no answer", "p50 ms", "p99 ms", "server CPU µs (seckill + postgres + redis = total)", "per",
-                "wrk µs/request", "box CPU %", "check"], "lllrrrrrrrrrrrrlrrl", rows)
+                "wrk µs/request", "box CPU %", "check"], "llrlrrrrrrrrrrrrlrrl", rows)
     kinds = [f"- {c.name}: " + ", ".join(f"{k} {fmt(n)}" for k, n in c.answers.items() if not k.isdigit())
              for c in res.capacity if any(not k.isdigit() for k in c.answers)]
     if kinds:
@@ -123,11 +125,13 @@ def capacity_rows(res: RunResult) -> list[str]:
 
 
 def round_cell(c: WrkResult) -> str:
-    """Which run of its cell `c` is: '-' for a cell run once, else its round, and whether it is the
-    median run the targets read."""
+    """Which run of its cell `c` is: '-' for a cell run once, else its round, whether it is the
+    median run at its connections, and whether that median is the strategy's capacity, the run the
+    targets read."""
     if not c.spec.round_no:
         return "-"
-    return f"{c.spec.round_no} *median*" if c.represents else str(c.spec.round_no)
+    mark = " *median, capacity*" if c.represents else " *median*" if c.median else ""
+    return f"{c.spec.round_no}{mark}"
 
 
 def strategy_rows(res: RunResult) -> list[str]:

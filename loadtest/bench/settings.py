@@ -67,8 +67,21 @@ CAPACITY_STRATEGIES = ["owned-shards", "db-atomic", "redis-gate"]
 # cost 99 to 140 µs per order from one run to the next within minutes, and owned-shards, first after
 # the HTTP floor in every run, always met the box in the same state.
 CAPACITY_ROUNDS = 3
+# Connections per instance of each capacity round: a strategy's capacity is its best median run over
+# these, as a closed loop saturates a strategy at the number of requests in flight that suits it.
+# Runs minutes apart on this box (two instances, 8 s each): owned-shards, which answers an order
+# once its batch is durable, sold 16 079 and 14 656 orders/s at 64 connections and 17 394, 16 895
+# and 14 584 at 128, the box 13 to 16% idle at 64 and 8 to 9% at 128; redis-gate, which answers
+# after one Redis script, sold 10 817, 10 299 and 8 827 at 64 and 9 263 and 9 860 at 128, the box
+# 3 to 6% idle.
+CAPACITY_CONNECTIONS = (64, 128)
 CAPACITY_SHARDS = 20
 CAPACITY_STOCK = 400_000
+# The payment window of the bench's owned sales (the service's longest): with the default 10
+# minutes, the reserved orders of the first cells would fall due, and be expired by the service's
+# sweeper, while later cells are measured.
+BENCH_PAYMENT_WINDOW_MS = 86_400_000
+OWNED_STRATEGIES = ("owned-shards", "owned-unfenced")
 # The hot-users cell's buyers, shared by both instances: with the per-user limit of 2 units they
 # are served out within the first few hundred orders, and the rest of the load is refused per user.
 HOT_USERS = 200

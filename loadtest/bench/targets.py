@@ -250,8 +250,13 @@ def capacity_targets(cells: list[WrkResult]) -> list[Target]:
 
 def medians_of(*cells: WrkResult | None) -> str:
     """How a target's cells were chosen, when one of them stands for several rounds."""
-    rounds = max((c.represents for c in cells if c is not None), default=1)
-    return f" (the median run by orders/s of {rounds} rounds each)" if rounds > 1 else ""
+    ran = [c for c in cells if c is not None]
+    rounds = max((c.represents for c in ran), default=1)
+    if rounds <= 1:
+        return ""
+    conns = " and ".join(str(c.spec.connections) for c in ran)
+    return (f" (each the median run by orders/s of {rounds} rounds at the number of connections per instance where "
+            f"that median is highest: {conns})")
 
 
 def latency_targets(points: list[CellResult], http_floor: dict | None = None) -> list[Target]:

@@ -12,7 +12,7 @@ from bench.capacity import (WrkRun, WrkSpec, capacity_specs, check_wrk_cell, cpu
                             parse_wrk, read_orders, read_runs, representing)
 from bench.cpu import group_cpu_s
 from bench.report_md import capacity_rows, markdown
-from bench.settings import CAPACITY_ROUNDS, CAPACITY_STRATEGIES, WRK_ORDERS, LoadModel
+from bench.settings import CAPACITY_CONNECTIONS, CAPACITY_ROUNDS, CAPACITY_STRATEGIES, WRK_ORDERS, LoadModel
 from bench.targets import capacity_targets, evaluate_targets
 from factories import run, wrk_cell
 
@@ -183,19 +183,24 @@ def test_the_storm_sends_both_instances_the_same_arguments_and_the_others_do_not
 def test_smoke_runs_only_the_owned_shards_storm_and_full_runs_every_kind():
     assert [(s.kind, s.strategy) for s in capacity_specs("smoke", 2)] == [("storm", "owned-shards")]
     full = capacity_specs("full", 8)
-    assert full[0].kind == "healthz" and len(full) == 1 + 3 * CAPACITY_ROUNDS + 6
+    assert full[0].kind == "healthz" and len(full) == 1 + 3 * CAPACITY_ROUNDS * len(CAPACITY_CONNECTIONS) + 6
     assert len({s.sku("r1") for s in full[1:]}) == len(full) - 1 and all(len(s.sku("123456abcd")) <= 64 for s in full)
     assert len({s.label for s in full}) == len(full)
 
 
 def test_the_capacity_rounds_let_every_strategy_run_at_every_place_equally_often():
-    rounds = [s for s in capacity_specs("full", 8) if s.kind == "capacity"]
-    n = len(CAPACITY_STRATEGIES)
+    runs = [s for s in capacity_specs("full", 8) if s.kind == "capacity"]
+    n, levels = len(CAPACITY_STRATEGIES), len(CAPACITY_CONNECTIONS)
+    strategies = runs[::levels]  # a strategy runs at every number of connections in a row
 
-    places = {strategy: [i % n for i, s in enumerate(rounds) if s.strategy == strategy] for strategy in CAPACITY_STRATEGIES}
+    places = {strategy: [i % n for i, s in enumerate(strategies) if s.strategy == strategy] for strategy in CAPACITY_STRATEGIES}
 
     assert all(sorted(p) == sorted(list(range(n)) * (CAPACITY_ROUNDS // n)) for p in places.values()), places
-    assert [s.round_no for s in rounds] == [r for r in range(1, CAPACITY_ROUNDS + 1) for _ in range(n)]
+    assert [s.round_no for s in runs] == [r for r in range(1, CAPACITY_ROUNDS + 1) for _ in range(n * levels)]
+    for strategy in CAPACITY_STRATEGIES:
+        for r in range(1, CAPACITY_ROUNDS + 1):
+            conns = [s.connections for s in runs if s.strategy == strategy and s.round_no == r]
+            assert conns == list(CAPACITY_CONNECTIONS if r % 2 else CAPACITY_CONNECTIONS[::-1]), (strategy, r, conns)
 
 
 def test_the_median_run_of_a_cell_stands_for_its_rounds_and_a_single_cell_for_itself():
@@ -205,7 +210,22 @@ def test_the_median_run_of_a_cell_stands_for_its_rounds_and_a_single_cell_for_it
     mark_medians(runs + [single])
 
     assert [c.represents for c in runs] == [0, 0, 3] and single.represents == 1
+    assert [c.median for c in runs] == [False, False, True] and single.median
     assert representing(runs + [single]) == [runs[2], single]
+
+
+def test_a_strategys_capacity_is_its_best_median_over_the_numbers_of_connections():
+    def runs(strategy, conns, rates):
+        return [wrk_cell(orders_per_sec=r, spec=WrkSpec("capacity", strategy, 8, connections=conns, round_no=n))
+                for n, r in enumerate(rates, 1)]
+    owned_64, owned_128 = runs("owned-shards", 64, (14000.0, 9000.0, 12000.0)), runs("owned-shards", 128, (13000.0, 16000.0, 12500.0))
+    gate_64, gate_128 = runs("redis-gate", 64, (10000.0, 11000.0, 9000.0)), runs("redis-gate", 128, (9500.0, 9800.0, 20000.0))
+
+    mark_medians(owned_64 + owned_128 + gate_64 + gate_128)
+
+    assert [c.median for c in owned_64 + owned_128] == [False, False, True, True, False, False]
+    assert representing(owned_64 + owned_128 + gate_64 + gate_128) == [owned_128[0], gate_64[0]]
+    assert owned_128[0].represents == 3 and owned_64[2].represents == 0
 
 
 def test_the_capacity_targets_read_the_median_runs_and_say_so():
@@ -219,10 +239,11 @@ def test_the_capacity_targets_read_the_median_runs_and_say_so():
 
     t = by_id(capacity_targets(cells))
 
-    assert t["capacity_owned_vs_redis_gate"].detail == "2100 / 900 orders/s = x2.33 (the median run by orders/s of 3 rounds each)"
+    how = "(each the median run by orders/s of 3 rounds at the number of connections per instance where that median is highest"
+    assert t["capacity_owned_vs_redis_gate"].detail == f"2100 / 900 orders/s = x2.33 {how}: 64 and 64)"
     assert t["capacity_owned_cpu"].detail.startswith("82 µs per order (seckill 30 + PostgreSQL 50 + Redis 2 = 82")
-    assert t["capacity_owned_cpu"].detail.endswith("(the median run by orders/s of 3 rounds each)")
-    assert t["capacity_owned_vs_db_atomic"].detail.startswith("2100 / 500 orders/s = x4.20 (the median run")
+    assert t["capacity_owned_cpu"].detail.endswith(f"{how}: 64)")
+    assert t["capacity_owned_vs_db_atomic"].detail.startswith(f"2100 / 500 orders/s = x4.20 {how}")
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -330,18 +351,18 @@ def test_the_capacity_table_leads_the_report_and_gives_cost_per_order_and_per_re
     lines = capacity_rows(run(capacity=cells))
 
     assert text.index("## Capacity, retry storm and hot users (wrk)") < text.index("## Strategies")
-    assert any(line.startswith("| capacity | owned-shards | - | 2100 |") and "| 30 + 50 + 2 = 82 | order |" in line for line in lines)
-    assert any(line.startswith("| healthz | - | - | - |") and "| 11 + 0 + 0 = 11 | request |" in line for line in lines)
+    assert any(line.startswith("| capacity | owned-shards | 64 | - | 2100 |") and "| 30 + 50 + 2 = 82 | order |" in line for line in lines)
+    assert any(line.startswith("| healthz | - | 64 | - | - |") and "| 11 + 0 + 0 = 11 | request |" in line for line in lines)
     assert "- owned-shards/20 (storm): 503 busy 1000" in lines
     assert len({line.count("|") for line in lines if line.startswith("|")}) == 1
 
 
-def test_the_capacity_table_lists_every_round_and_marks_the_median_run():
-    runs = [wrk_cell(orders_per_sec=r, spec=WrkSpec("capacity", "owned-shards", 8, round_no=n))
-            for n, r in enumerate((14000.0, 9000.0, 12000.0), 1)]
+def test_the_capacity_table_lists_every_run_and_marks_the_medians_and_the_capacity():
+    runs = [wrk_cell(orders_per_sec=r, spec=WrkSpec("capacity", "owned-shards", 8, connections=c, round_no=n))
+            for n, (r, c) in enumerate(((14000.0, 64), (9000.0, 128), (12000.0, 64), (8000.0, 128)), 1)]
     mark_medians(runs)
 
     lines = capacity_rows(run(capacity=runs))
 
-    assert [line.split(" | ")[2:4] for line in lines if line.startswith("| capacity")] == [
-        ["1", "14 000"], ["2", "9000"], ["3 *median*", "12 000"]]
+    assert [line.split(" | ")[2:5] for line in lines if line.startswith("| capacity")] == [
+        ["64", "1", "14 000"], ["128", "2", "9000"], ["64", "3 *median, capacity*", "12 000"], ["128", "4 *median*", "8000"]]

@@ -1,6 +1,11 @@
-"""The correctness check of one cell, the acknowledged-orders log, and the sale window."""
+"""The correctness check of one cell, the acknowledged-orders log, the sale window, and the sales'
+payment window."""
 
-from bench.cells import check_cell, parse_acks, sale_window, unexpected_reasons
+from pathlib import Path
+
+from bench.capacity import WrkSpec, sale_body
+from bench.cells import CellContext, CellSpec, check_cell, k6_env, parse_acks, sale_window, unexpected_reasons
+from bench.settings import BENCH_PAYMENT_WINDOW_MS, LoadModel
 from factories import cell, control
 
 
@@ -82,3 +87,19 @@ def test_a_cell_serialises_flat_with_its_kind_as_cell():
     assert (out["strategy"], out["shards"], out["cell"], out["fraction"]) == ("owned-shards", 20, "latency", 0.5)
     assert out["sku"] == "bench-r1-owned-shards-20-at4000"
     assert "spec" not in out
+
+
+def test_only_owned_sales_get_the_bench_payment_window():
+    ctx = CellContext(pg=None, redis=None, instances=[], token="t", run_id="r1", run_dir=Path("/tmp"))
+
+    def env(strategy):
+        spec = CellSpec(strategy, 20, "mission", total=10, users=10, rate=10, duration_s=1, vus_limit=10, pre_vus=1)
+        return k6_env(ctx, spec, Path("/tmp/s.json"))
+
+    def body(strategy):
+        return sale_body(WrkSpec("capacity", strategy, 8), LoadModel.read())
+
+    assert env("owned-shards")["PAYMENT_WINDOW_MS"] == env("owned-unfenced")["PAYMENT_WINDOW_MS"] == str(BENCH_PAYMENT_WINDOW_MS)
+    assert "PAYMENT_WINDOW_MS" not in env("db-atomic") and "PAYMENT_WINDOW_MS" not in env("redis-gate")
+    assert body("owned-shards")["payment_window_ms"] == BENCH_PAYMENT_WINDOW_MS
+    assert "payment_window_ms" not in body("redis-gate")

@@ -25,7 +25,7 @@ BENCH = {
          "p99_ms": 40.0, "server_5xx": 0, "busy_503": 0, "represents": 0,
          "cpu_us_per_order": {"seckill": 200.0, "postgres": 500.0, "redis": 3.0, "total": 703.0}},
         {"kind": "capacity", "strategy": "db-atomic", "decided_per_sec": 2500.0, "orders_per_sec": 2400.0,
-         "p99_ms": 35.0, "server_5xx": 0, "busy_503": 0, "represents": 3,
+         "p99_ms": 35.0, "server_5xx": 0, "busy_503": 0, "represents": 3, "connections": 128,
          "cpu_us_per_order": {"seckill": 210.0, "postgres": 550.0, "redis": 2.0, "total": 762.0}},
     ],
     "lockkit": {"lockctl": [{"concurrency": 16, "mode": "uncontended", "pairs_per_sec": 31374.0,
@@ -59,7 +59,7 @@ def test_a_written_table_names_its_run_and_keeps_the_text_around_it(tmp_path):
     assert "\nold\n" not in text and text.startswith("# title\n") and text.endswith("after\n")
     assert "<!-- run: 2026-12-02T10:00:00+00:00 abc1234 -->" in text
     assert "| capacity | `owned-shards` | 7589 orders | 198 (66 + 129 + 3); 3 answered 5xx | 30.1 |" in text
-    assert "| capacity (median of 3 runs) | `db-atomic` | 2400 orders | 762 (210 + 550 + 2) | 35.0 |" in text
+    assert "| capacity (median of 3 runs, 128 connections) | `db-atomic` | 2400 orders | 762 (210 + 550 + 2) | 35.0 |" in text
     assert "1900 orders" not in text, "a round other than the median run stays in latest.md"
     assert "| `pause` | `owned-shards` | 41 654 | 0 | 0 | 0 | passed |" in text
     assert readme.stale_blocks(root) == []

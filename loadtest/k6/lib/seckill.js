@@ -123,6 +123,8 @@ function loadConfig() {
     perUserLimit: envNum('PER_USER_LIMIT', 2, { min: 1, integer: true }),
     maxPerOrder: envNum('MAX_PER_ORDER', 2, { min: 1, integer: true }),
     strategy: envStr('STRATEGY', 'owned-shards'),
+    // 0: the service's default payment window (owned strategies only; the others sell final orders).
+    paymentWindowMs: envNum('PAYMENT_WINDOW_MS', 0, { min: 0, integer: true }),
     requestTimeout: envStr('REQUEST_TIMEOUT', '10s'),
     readyTimeoutSec: envNum('READY_TIMEOUT', 30, { min: 0 }),
     preVUs: envNum('PRE_VUS', 0, { min: 0, integer: true }),
@@ -508,6 +510,7 @@ export function setup() {
       per_user_limit: config.perUserLimit,
       max_per_order: config.maxPerOrder,
       strategy: config.strategy,
+      ...(config.paymentWindowMs > 0 ? { payment_window_ms: config.paymentWindowMs } : {}),
     });
     const res = http.put(saleUrl(first), body, {
       headers: adminHeaders(),
