@@ -9,6 +9,8 @@
 
 use std::{sync::Arc, time::Instant};
 
+use tracing::Instrument;
+
 use crate::{
     domain::{Fencing, GateAck, OrderRequest, Sale, SaleSpec, Sku, StrategyKind},
     lab::{
@@ -121,20 +123,28 @@ impl Inventory {
     }
 
     /// Sells `request` from the sale, or explains why not.
-    #[tracing::instrument(level = "debug", skip_all, fields(sku = %view.sale.sku, user = %request.user_id, quantity = request.quantity.get()))]
     pub async fn buy(&self, view: &SaleView, request: &OrderRequest) -> Result<Purchase, InventoryError> {
         let bounds = self.catalog.bounds();
-        bounds.answered_in_time(self.admitted(view, request, Instant::now() + bounds.deadline)).await
+        // Instrumented by hand: `#[tracing::instrument]` would keep the order's future twice in
+        // this one's state, once before and once inside the span's wrapper.
+        let span = tracing::debug_span!("buy", sku = %view.sale.sku, user = %request.user_id, quantity = request.quantity.get());
+        bounds.answered_in_time(self.admitted(view, request, Instant::now() + bounds.deadline)).instrument(span).await
     }
 
     /// Waits for admission until `deadline`, then lets the sale's family sell.
+    ///
+    /// The lab families' futures are boxed: an `async fn` is as large as its largest branch, and
+    /// the per-request strategies hold whole PostgreSQL conversations, so unboxed they would make
+    /// every owned order's future that large, copied each time it is moved.
     async fn admitted(&self, view: &SaleView, request: &OrderRequest, deadline: Instant) -> Result<Purchase, InventoryError> {
         let _admitted = tokio::time::timeout_at(deadline.into(), self.admission.acquire()).await.map_err(|_| InventoryError::Busy)?;
         let sale = view.sale.clone();
         match Family::of(sale.spec.strategy)? {
             Family::Owned(fencing) => self.owned.sell(&self.catalog, sale, fencing, request, deadline).await,
-            Family::PerRequest(strategy) => per_request::sell(&self.catalog, &self.per_request, view, strategy, request, deadline).await,
-            Family::Gate(ack) => self.gate.sell(&self.catalog, sale, ack, request, deadline).await,
+            Family::PerRequest(strategy) => {
+                Box::pin(per_request::sell(&self.catalog, &self.per_request, view, strategy, request, deadline)).await
+            }
+            Family::Gate(ack) => Box::pin(self.gate.sell(&self.catalog, sale, ack, request, deadline)).await,
         }
     }
 }

@@ -129,7 +129,9 @@ impl OwnedShards {
             if owner.stopped.is_cancelled() {
                 return Ok(OwnedAttempt::SaleChanged);
             }
-            match tokio::time::timeout_at(deadline.into(), self.placement.take_shard(&owner)).await {
+            // Boxed: taking a shard (a lock and PostgreSQL) is rare, and unboxed its future would
+            // be carried by every order's.
+            match tokio::time::timeout_at(deadline.into(), Box::pin(self.placement.take_shard(&owner))).await {
                 Err(_) => return Err(BuyError::Api(InventoryError::Busy)),
                 Ok(taken) => match taken? {
                     Taken::Shard => {}

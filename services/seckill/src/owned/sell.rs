@@ -10,6 +10,9 @@ use crate::{
     selling::{Catalog, InventoryError, Purchase},
 };
 
+// The calls to PostgreSQL below are boxed: they are off the path of an order sold from memory,
+// and unboxed every order's future would be as large as the largest of them.
+
 /// How often a request waiting for owned stock asks PostgreSQL whether the sale is sold out:
 /// waiting must not turn into polling the database.
 const SOLD_OUT_RECHECK: Duration = Duration::from_millis(250);
@@ -40,8 +43,8 @@ impl OwnedShards {
                     if due {
                         confirmed_at = Some(Instant::now());
                     }
-                    if (due || catalog.known_sold_out(&sale, quantity)) && catalog.is_sold_out(&sale, quantity).await? {
-                        return catalog.refuse_sold_out(&sale, request).await;
+                    if (due || catalog.known_sold_out(&sale, quantity)) && Box::pin(catalog.is_sold_out(&sale, quantity)).await? {
+                        return Box::pin(catalog.refuse_sold_out(&sale, request)).await;
                     }
                     self.ask_for_stock(&sale.sku).await?;
                     let pause = Duration::from_millis(rand::random_range(5..20));
@@ -50,7 +53,7 @@ impl OwnedShards {
                     }
                     tokio::time::sleep(pause).await;
                 }
-                Err(e) => return catalog.refuse(&sale, request, e).await,
+                Err(e) => return Box::pin(catalog.refuse(&sale, request, e)).await,
             }
         }
     }

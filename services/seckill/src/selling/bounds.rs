@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use futures_util::FutureExt;
+
 use super::InventoryError;
 use crate::store::StoreError;
 
@@ -25,11 +27,40 @@ impl RequestBounds {
 
     /// `work`, or `503 unavailable` if it has not ended within [`answer`](Self::answer) (it is
     /// dropped: what it waited for may still happen).
-    pub async fn answered_in_time<T>(&self, work: impl Future<Output = Result<T, InventoryError>>) -> Result<T, InventoryError> {
+    ///
+    /// A combinator, not an `async fn` or block: those would keep `work` (an order's future,
+    /// large) twice in their state, once as taken and once as awaited.
+    pub fn answered_in_time<T>(
+        &self,
+        work: impl Future<Output = Result<T, InventoryError>>,
+    ) -> impl Future<Output = Result<T, InventoryError>> {
         let bound = self.answer();
-        tokio::time::timeout(bound, work).await.unwrap_or_else(|_| {
-            tracing::warn!(?bound, "a request found no answer within its bound; answering unavailable");
-            Err(InventoryError::Store(StoreError::Unavailable(format!("no answer within {bound:?}"))))
+        tokio::time::timeout(bound, work).map(move |answered| {
+            answered.unwrap_or_else(|_| {
+                tracing::warn!(?bound, "a request found no answer within its bound; answering unavailable");
+                Err(InventoryError::Store(StoreError::Unavailable(format!("no answer within {bound:?}"))))
+            })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_bound_holds_its_work_once() {
+        let bounds = RequestBounds { deadline: Duration::from_secs(1), answer_grace: Duration::from_secs(1) };
+        let work = async {
+            let held = [7u8; 4096];
+            tokio::task::yield_now().await;
+            Ok::<_, InventoryError>(held.iter().map(|&b| usize::from(b)).sum::<usize>())
+        };
+        let work_size = size_of_val(&work);
+
+        let bounded = bounds.answered_in_time(work);
+
+        assert!(size_of_val(&bounded) < work_size + 512, "{} bytes around {work_size} bytes of work", size_of_val(&bounded));
+        assert_eq!(bounded.await.unwrap(), 7 * 4096);
     }
 }

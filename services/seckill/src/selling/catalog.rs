@@ -96,8 +96,9 @@ impl Catalog {
             return Ok(SaleView { hints: None, sale: cached.sale.clone() });
         }
         // Only a sale read from Redis or PostgreSQL can wait on them: the bound (a timer) is for
-        // that path, not for every order served from the cache.
-        self.bounds.answered_in_time(self.load(sku)).await
+        // that path, not for every order served from the cache. Boxed, so that every order's
+        // future does not carry that path's Redis and PostgreSQL calls.
+        self.bounds.answered_in_time(Box::pin(self.load(sku))).await
     }
 
     /// The sale as it is now, after a family found it changed under the cached definition.
