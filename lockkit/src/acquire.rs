@@ -159,7 +159,11 @@ async fn acquire(request: Acquire<'_>) -> Result<LockGuard> {
         let subscription = core
             .backend
             .wake()
-            .subscribe(&hold.wake_channel(), hold.wakes_all(), deadline.saturating_duration_since(Instant::now()))
+            .subscribe(
+                &core.backend.wake_channel(&hold),
+                hold.wakes_all(),
+                deadline.saturating_duration_since(Instant::now()),
+            )
             .await;
         let mut backoff = Backoff::default();
         loop {

@@ -112,6 +112,14 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// The wake-up hub that tells waiters about releases.
     fn wake(&self) -> &WakeHub;
 
+    /// The channel of [`wake`](Self::wake) whose deliveries wake `hold`'s waiter: by default the
+    /// hold's own ([`Hold::wake_channel`]: a release wakes the lock's waiters). A backend whose
+    /// waiters each watch their own predecessor (ZooKeeper, etcd) delivers to that waiter alone,
+    /// on [`Hold::waiter_channel`]: the others' predecessors are still there.
+    fn wake_channel(&self, hold: &Hold) -> String {
+        hold.wake_channel()
+    }
+
     /// The Redis scripts this backend runs, if it keeps the primitives that need them (one Redis,
     /// a cluster). `None` for the others, which keep the plain lock only.
     fn redis_scripts(&self) -> Option<&dyn RedisScripts> {

@@ -20,7 +20,8 @@
 //!   each other.
 //! - A waiter watches only its immediate predecessor (a data watch, like Curator: an exists-watch
 //!   left on a node that is already gone would wait for its re-creation), so a release wakes one
-//!   waiter, not the herd. The watch feeds the client's local wake-up hub.
+//!   waiter, not the herd. The watch feeds the client's local wake-up hub on that waiter's own
+//!   channel, so the other waiters of the process sleep on too.
 //!
 //! # Guarantees, and what makes `lost()` fire
 //! A grant lives as long as its node, and the node as long as this client's session: one
@@ -188,9 +189,11 @@ struct Inner {
     containers: AtomicBool,
     /// token -> its node: how release, renewal and the lease timer find a grant.
     grants: Mutex<HashMap<String, Granted>>,
-    /// (session generation, predecessor path) watched right now: one watch task per node, however
-    /// often its waiter tries.
-    watching: Mutex<HashSet<(u64, String)>>,
+    /// (session generation, predecessor path, the waiter's wake channel) watched right now: one
+    /// watch task per waiter and node, however often the waiter tries. Two waiters can watch the
+    /// same node: one whose predecessor left watches the node the leaver watched, and the leaver's
+    /// watch wakes nobody else.
+    watching: Mutex<HashSet<(u64, String, String)>>,
     /// Wakes local waiters when a watched predecessor goes, and says whether the session is
     /// connected (waiters poll while it is not).
     wake: WakeHub,
@@ -290,7 +293,7 @@ impl Inner {
                 tracing::debug!(%state, generation, "zookeeper session state");
                 inner.wake.set_connected(state == zk::SessionState::SyncConnected);
                 if state.is_terminated() {
-                    inner.watching.lock().unwrap().retain(|(g, _)| *g != generation);
+                    inner.watching.lock().unwrap().retain(|(g, ..)| *g != generation);
                     return;
                 }
             }
@@ -383,7 +386,7 @@ impl Inner {
             let predecessor = format!("{dir}/{}", queue[position - 1].name);
             match client.get_and_watch_data(&predecessor).await {
                 Ok((_, _, watcher)) => {
-                    self.watch(&session, predecessor, watcher, hold.wake_channel());
+                    self.watch(&session, predecessor, watcher, hold.waiter_channel());
                     return Ok(Grant::Held(None));
                 }
                 // Gone between the listing and the watch: look again.
@@ -431,10 +434,10 @@ impl Inner {
         tokio::spawn(lease_timer(Arc::downgrade(self), token.to_owned()));
     }
 
-    /// Wakes the waiters of `channel` when `predecessor` changes or goes (once per node and
-    /// session, however many attempts watch it).
+    /// Wakes the waiter of `channel` when `predecessor` changes or goes (once per node, waiter
+    /// and session, however many attempts watch it).
     fn watch(self: &Arc<Self>, session: &Session, predecessor: String, watcher: zk::OneshotWatcher, channel: String) {
-        let key = (session.generation, predecessor);
+        let key = (session.generation, predecessor, channel.clone());
         if !self.watching.lock().unwrap().insert(key.clone()) {
             return;
         }
@@ -847,6 +850,10 @@ impl Backend for ZooKeeper {
 
     fn wake(&self) -> &WakeHub {
         &self.inner.wake
+    }
+
+    fn wake_channel(&self, hold: &Hold) -> String {
+        hold.waiter_channel()
     }
 
     fn lease_for(&self, requested: Duration) -> Duration {

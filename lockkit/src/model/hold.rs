@@ -70,6 +70,12 @@ impl Hold {
         }
     }
 
+    /// The wake-up channel of this acquire alone, for waiters woken one by one by what they
+    /// watch (see `Backend::wake_channel`).
+    pub(crate) fn waiter_channel(&self) -> String {
+        format!("{}:{}", self.keys.released, self.ticket)
+    }
+
     /// Whether a release should wake every waiter of the process rather than one: several may get
     /// in at once (readers, permits), or the one woken may not be the one that can (a reader kept
     /// out by a waiting writer).

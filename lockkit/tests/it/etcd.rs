@@ -17,7 +17,7 @@ use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient};
 
 use crate::{
     etcd_server::{EtcdServer, contender_keys, endpoint, etcd_url, etcdctl, etcdctl_holding, etcdctl_ok, wait_exit},
-    support::{Proxy, eventually, unique},
+    support::{Proxy, attempts_in_a_line_of_waiters, eventually, unique},
 };
 
 async fn client_of(url: &str) -> LockClient {
@@ -26,6 +26,17 @@ async fn client_of(url: &str) -> LockClient {
 
 async fn client() -> LockClient {
     client_of(&etcd_url()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_release_wakes_only_the_waiter_behind_it() {
+    let (holding, waiting) = (client().await, client().await);
+
+    let attempts = attempts_in_a_line_of_waiters(&holding, &waiting, 6).await;
+
+    // The first try, the one right after subscribing, the one after its predecessor's key went
+    // (and one to spare); woken by every release of the lock, the last would make up to 8.
+    assert!(attempts.iter().all(|&a| a <= 4), "attempts along the line: {attempts:?}");
 }
 
 /// Counts who is inside a critical section: more than one at a time is an overlap.

@@ -21,7 +21,7 @@ use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind, Unprotected};
 use zookeeper_client as zk;
 
 use crate::{
-    support::{cancelled_at_varied_points, eventually, unique},
+    support::{attempts_in_a_line_of_waiters, cancelled_at_varied_points, eventually, unique},
     zookeeper_proxy::ZkProxy,
     zookeeper_server::{ZkServer, split_url, zookeeper_url},
 };
@@ -122,6 +122,22 @@ async fn zookeeper_a_parked_waiter_is_woken_by_the_release() {
 
         assert!(granted.attempts() <= 3, "woken, not polling: {} attempts", granted.attempts());
         granted.release().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_release_wakes_only_the_waiter_behind_it() {
+    tokio::time::timeout(TEST_BOUND, async {
+        let url = zookeeper_url();
+        let (holding, waiting) = (client(&url).await, client(&url).await);
+
+        let attempts = attempts_in_a_line_of_waiters(&holding, &waiting, 6).await;
+
+        // The first try, the one right after subscribing, the one after its predecessor left (and
+        // one to spare); woken by every release of the lock, the last would make up to 8.
+        assert!(attempts.iter().all(|&a| a <= 4), "attempts along the line: {attempts:?}");
     })
     .await
     .expect("bounded");
