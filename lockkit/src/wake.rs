@@ -43,6 +43,15 @@ impl Channel {
     fn new() -> Self {
         Self { notify: Arc::default(), wake_all: false, waiters: 0, confirmed: watch::channel(false).0 }
     }
+
+    /// Wakes one waiter, or all of them if any asked to be.
+    fn wake(&self) {
+        if self.wake_all {
+            self.notify.notify_waiters();
+        } else {
+            self.notify.notify_one();
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -145,9 +154,18 @@ impl WakeHub {
         Self { shared: Arc::default(), commands: None, command_timeout }
     }
 
+    /// Wakes the local waiters of `channel` as a release of its lock does on Redis: one of them
+    /// (only one can take the lock), or every one once any waiter asked for it (readers, permits).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn deliver(&self, channel: &str) {
+        if let Some(entry) = self.shared.channels.lock().unwrap().get(channel) {
+            entry.wake();
+        }
+    }
+
     /// Wakes every local waiter of `channel` (a local hub's deliveries name the lock, not the
     /// waiter: each woken waiter re-checks its own place).
-    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd")), allow(dead_code))]
     pub(crate) fn deliver_all(&self, channel: &str) {
         if let Some(entry) = self.shared.channels.lock().unwrap().get(channel) {
             entry.notify.notify_waiters();
@@ -309,11 +327,7 @@ async fn run(
                         message = messages.next() => match message {
                             Some(message) => {
                                 if let Some(channel) = shared.channels.lock().unwrap().get(message.get_channel_name()) {
-                                    if channel.wake_all {
-                                        channel.notify.notify_waiters();
-                                    } else {
-                                        channel.notify.notify_one();
-                                    }
+                                    channel.wake();
                                 }
                             }
                             None => break,

@@ -72,6 +72,7 @@ impl Hold {
 
     /// The wake-up channel of this acquire alone, for waiters woken one by one by what they
     /// watch (see `Backend::wake_channel`).
+    #[cfg_attr(not(any(feature = "zookeeper", feature = "etcd")), allow(dead_code))]
     pub(crate) fn waiter_channel(&self) -> String {
         format!("{}:{}", self.keys.released, self.ticket)
     }

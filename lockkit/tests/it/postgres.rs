@@ -19,7 +19,7 @@ use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient, LockClientBu
 use crate::{
     pgbouncer::PgBouncer,
     postgres_server::{PgServer, database_url},
-    support::{cancelled_at_varied_points, eventually, unique},
+    support::{attempts_in_a_line_of_waiters, cancelled_at_varied_points, eventually, unique},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,6 +78,20 @@ async fn overlaps(clients: &[LockClient], name_of: impl Fn(usize) -> String) -> 
     }
     let fences = entered.lock().unwrap().clone();
     (overlaps.load(Ordering::SeqCst), fences)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_release_wakes_one_waiter_of_the_process() {
+    for mode in MODES {
+        let url = url(mode, &database_url());
+        let (holding, waiting) = (client(&url).await, client(&url).await);
+
+        let attempts = attempts_in_a_line_of_waiters(&holding, &waiting, 6).await;
+
+        // The first try, the one right after listening, the one after its wake-up (and one to
+        // spare); woken by every release of the lock, the last would make up to 8.
+        assert!(attempts.iter().all(|&a| a <= 4), "{mode:?}: attempts along the line: {attempts:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -186,6 +186,7 @@ impl Proxy {
 /// it at once, and reports its attempts. A waiter woken only when its own predecessor leaves
 /// makes the same few attempts wherever it stands in the line; one woken by every release of the
 /// lock makes one more per waiter served before it.
+#[cfg_attr(not(any(feature = "zookeeper", feature = "etcd", feature = "postgres")), allow(dead_code))]
 pub(crate) async fn attempts_in_a_line_of_waiters(
     holding: &LockClient,
     waiting: &LockClient,

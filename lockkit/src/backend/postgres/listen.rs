@@ -121,7 +121,9 @@ impl Listener {
                             let _ = heard.send(());
                         }
                     } else if let Some(channel) = names.wake_channel(n.payload()) {
-                        wake.deliver_all(&channel);
+                        // One local waiter, as on Redis: any waiter can take the released lock,
+                        // and only one will.
+                        wake.deliver(&channel);
                     }
                 }
             }
