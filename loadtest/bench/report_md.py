@@ -86,7 +86,8 @@ def capacity_rows(res: RunResult) -> list[str]:
         return []
     cap = res.settings.get("capacity") or {}
     L = ["## Capacity, retry storm and hot users (wrk)", "",
-         f"wrk, one process per instance ({cap.get('connections_per_instance')} connections each, every one sending its "
+         f"wrk, one process per instance ({cap.get('connections_per_instance')} connections each, the capacity cells "
+         f"{' and '.join(map(str, cap.get('capacity_connections_per_instance') or []))} (**conns**), every one sending its "
          f"next request as soon as the answer arrives: a closed loop at saturation), {cap.get('duration_s')} s per cell, "
          f"a fresh sale of {fmt(cap.get('total'))} units over 20 shards (it outlasts the load). **capacity**: a fresh "
          f"Idempotency-Key per request, users from {fmt(cap.get('users'))} ids, the k6 library's quantity mix. "
@@ -101,9 +102,8 @@ def capacity_rows(res: RunResult) -> list[str]:
          "process and of the service's redis-server (`/proc`) from the start of the load to the end of the drain, per order (per request "
          "for hot users and the floor); wrk µs/request: wrk's own CPU (a waited-for child); box CPU %: the whole "
          f"machine's over the same window, in % of one core ({res.machine.get('nproc')} cores = {(res.machine.get('nproc') or 0) * 100}%). "
-         "**round**: the capacity cells run in rounds that rotate the strategies' order, each strategy at "
-         f"{' and at '.join(map(str, cap.get('capacity_connections_per_instance') or []))} connections per instance "
-         "(**conns**); a strategy's capacity, which the targets and the READMEs take, is its median run by orders/s "
+         "**round**: the capacity cells run in rounds that rotate the strategies' order, each strategy at each number "
+         "of connections; a strategy's capacity, which the targets and the READMEs take, is its median run by orders/s "
          "(*median*) at the number of connections where that median is highest (*median, capacity*).", ""]
     rows = []
     for c in res.capacity:
