@@ -17,7 +17,8 @@ use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient};
 
 use crate::{
     etcd_server::{EtcdServer, contender_keys, endpoint, etcd_url, etcdctl, etcdctl_holding, etcdctl_ok, wait_exit},
-    support::{Proxy, attempts_in_a_line_of_waiters, eventually, unique},
+    support::{Proxy, eventually, unique},
+    waiters::attempts_in_a_line_of_waiters,
 };
 
 async fn client_of(url: &str) -> LockClient {

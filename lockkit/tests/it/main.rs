@@ -9,6 +9,8 @@ mod postgres_server;
 mod sentinel_servers;
 mod servers;
 mod support;
+#[cfg(any(feature = "zookeeper", feature = "etcd", feature = "postgres"))]
+mod waiters;
 
 mod cancel;
 mod capabilities;

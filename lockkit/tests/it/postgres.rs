@@ -19,7 +19,8 @@ use lockkit::{BackendKind, ErrorKind, Fence, LeaseLoss, LockClient, LockClientBu
 use crate::{
     pgbouncer::PgBouncer,
     postgres_server::{PgServer, database_url},
-    support::{attempts_in_a_line_of_waiters, cancelled_at_varied_points, eventually, unique},
+    support::{cancelled_at_varied_points, eventually, unique},
+    waiters::attempts_in_a_line_of_waiters,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -21,7 +21,8 @@ use lockkit::{BackendKind, Fence, LeaseLoss, LockClient, LockKind, Unprotected};
 use zookeeper_client as zk;
 
 use crate::{
-    support::{attempts_in_a_line_of_waiters, cancelled_at_varied_points, eventually, unique},
+    support::{cancelled_at_varied_points, eventually, unique},
+    waiters::attempts_in_a_line_of_waiters,
     zookeeper_proxy::ZkProxy,
     zookeeper_server::{ZkServer, split_url, zookeeper_url},
 };
