@@ -35,9 +35,9 @@ from . import cpu
 from .cells import CellContext, audit_violations, fetch_audit
 from .processes import http_json, log, log_findings, rel, run_together
 from .quiet import ready
-from .settings import (BENCH_PAYMENT_WINDOW_MS, CAPACITY_CONNECTIONS, CAPACITY_ROUNDS, CAPACITY_SHARDS, CAPACITY_STOCK,
-                       CAPACITY_STRATEGIES, HOT_USERS, OWNED_STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_HEALTHZ,
-                       WRK_ORDERS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel)
+from .settings import (CAPACITY_CONNECTIONS, CAPACITY_ROUNDS, CAPACITY_SHARDS, CAPACITY_STOCK, CAPACITY_STRATEGIES,
+                       HOT_USERS, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_HEALTHZ, WRK_ORDERS, WRK_THREADS, WRK_TIMEOUT_S,
+                       LoadModel, payment_window_ms)
 
 WRK_KINDS = ("capacity", "storm", "hot-users", "healthz")
 _SUFFIX = {"capacity": "cap", "storm": "storm", "hot-users": "hot"}
@@ -307,8 +307,8 @@ def sale_body(spec: WrkSpec, model: LoadModel) -> dict:
     bench's payment window for an owned strategy."""
     body = {"total": spec.total, "shards": spec.shards, "per_user_limit": model.per_user_limit,
             "max_per_order": model.max_per_order, "strategy": spec.strategy}
-    if spec.strategy in OWNED_STRATEGIES:
-        body["payment_window_ms"] = BENCH_PAYMENT_WINDOW_MS
+    if (window := payment_window_ms(spec.strategy)) is not None:
+        body["payment_window_ms"] = window
     return body
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from . import cpu
 from .processes import (Instance, http_json, k6_metric, log_findings, metrics_delta, read_json, rel,
                         run_k6, scrape_metrics)
-from .settings import BENCH_PAYMENT_WINDOW_MS, K6_SCRIPT, NONE_ALLOWED_FAILURES, OWNED_STRATEGIES, PG_STATS_SETTLE_S
+from .settings import K6_SCRIPT, NONE_ALLOWED_FAILURES, PG_STATS_SETTLE_S, payment_window_ms
 from .stores import Pg, Redis, pg_total_commits, redis_total_commands
 
 KINDS = ("mission", "throughput", "latency")
@@ -198,7 +198,8 @@ def k6_env(ctx: CellContext, spec: CellSpec, summary_path: Path) -> dict[str, st
     """The k6 scenario's settings for this cell; the load model (per-user limit, quantity mix,
     replays, invalid requests) is the k6 library's default. An owned sale gets the bench's payment
     window."""
-    owned = {"PAYMENT_WINDOW_MS": str(BENCH_PAYMENT_WINDOW_MS)} if spec.strategy in OWNED_STRATEGIES else {}
+    window = payment_window_ms(spec.strategy)
+    owned = {} if window is None else {"PAYMENT_WINDOW_MS": str(window)}
     return {
         "TARGETS": ",".join(i.base for i in ctx.instances),
         "SKU": spec.sku(ctx.run_id),

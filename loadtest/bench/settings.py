@@ -82,6 +82,13 @@ CAPACITY_STOCK = 400_000
 # sweeper, while later cells are measured.
 BENCH_PAYMENT_WINDOW_MS = 86_400_000
 OWNED_STRATEGIES = ("owned-shards", "owned-unfenced")
+
+
+def payment_window_ms(strategy: str | None) -> int | None:
+    """The payment window a bench sale of `strategy` is created with: the bench's for an owned
+    strategy, none for the others (they sell final orders)."""
+    return BENCH_PAYMENT_WINDOW_MS if strategy in OWNED_STRATEGIES else None
+
 # The hot-users cell's buyers, shared by both instances: with the per-user limit of 2 units they
 # are served out within the first few hundred orders, and the rest of the load is refused per user.
 HOT_USERS = 200
