@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import cpu
 from .processes import Instance, SetupError, k6_metric, read_json, rel, run, run_k6
-from .cpu import RedisCpu
+from .cpu import PairCpu
 from .settings import K6_HEALTHZ, LoadModel, Preset
 from .stores import Pg, Redis
 
@@ -158,9 +158,9 @@ def redis_pairs(redis: Redis, run_id: str, clients: int, n: int, pipeline: int =
     """
     sha = redis.cli("SCRIPT", "LOAD", RELEASE_SCRIPT)
     key = f"benchlock:{run_id}:__rand_int__"
-    with RedisCpu(pids) as cpu_a:
+    with PairCpu(pids) as cpu_a:
         acquire = redis_benchmark(redis, ["SET", key, "tok", "NX", "PX", "30000"], clients, n, pipeline)
-    with RedisCpu(pids) as cpu_r:
+    with PairCpu(pids) as cpu_r:
         release = redis_benchmark(redis, ["EVALSHA", sha, "1", key, "tok"], clients, n, pipeline)
     pairs = 1.0 / (1.0 / acquire["rps"] + 1.0 / release["rps"])
     out = {"concurrency": clients, "pipeline": pipeline, "requests_each": n, "set_nx_px": acquire,

@@ -46,36 +46,46 @@ def cpu_ticks(pids: list[int]) -> int | None:
     return total
 
 
-class RedisCpu:
-    """Redis CPU time around one run: `with RedisCpu(pids) as cpu: ...`, then cpu.fields(pairs)."""
+class PairCpu:
+    """The CPU time around one run of lock pairs: `with PairCpu(pids) as cpu: ...`, then
+    cpu.fields(pairs). Redis's: utime + stime of the servers `pids` (/proc). The client's: the
+    run's waited-for child processes (`children_cpu_s`): the benchmark process, which runs the
+    library under test and its harness loop (with a peer, through loadtest/peers/run.sh: a bash
+    and a `timeout` more, a few milliseconds per run)."""
 
     def __init__(self, pids: list[int] | None):
         self.pids = list(pids or [])
         self.before: int | None = None
         self.after: int | None = None
+        self.client_before = 0.0
+        self.client_after = 0.0
 
-    def __enter__(self) -> "RedisCpu":
+    def __enter__(self) -> "PairCpu":
         self.before = cpu_ticks(self.pids) if self.pids else None
+        self.client_before = children_cpu_s()
         return self
 
     def __exit__(self, *exc) -> bool:
         self.after = cpu_ticks(self.pids) if self.pids else None
+        self.client_after = children_cpu_s()
         return False
 
     @property
     def cpu_us(self) -> float | None:
+        """Redis's CPU µs over the run."""
         if self.before is None or self.after is None:
             return None
         return (self.after - self.before) * 1e6 / CLK_TCK
 
     def fields(self, pairs) -> dict:
-        us = self.cpu_us
+        us, client_us = self.cpu_us, (self.client_after - self.client_before) * 1e6
         try:
             n = float(pairs)
         except (TypeError, ValueError):
             n = 0.0
         return {"redis_cpu_ms": None if us is None else round(us / 1000, 1),
-                "redis_cpu_us_per_pair": round(us / n, 2) if us is not None and n > 0 else None}
+                "redis_cpu_us_per_pair": round(us / n, 2) if us is not None and n > 0 else None,
+                "client_cpu_us_per_pair": round(client_us / n, 2) if n > 0 else None}
 
 
 def process_ticks() -> dict[int, tuple[str, int]]:

@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .cpu import RedisCpu
+from .cpu import PairCpu
 from .processes import SetupError, log, run
 from .settings import LOCKCTL_BIN, PEERS_RUN, ROOT
 from .stores import Redis, loopback_only, redis_server_pid
@@ -251,7 +251,7 @@ def lockctl_bench(url: str, concurrency: int, duration_ms: int, locks: int | Non
     cmd = [str(LOCKCTL_BIN), "--url", url, "bench", "--concurrency", str(concurrency), "--duration-ms", str(duration_ms)]
     if locks is not None:
         cmd += ["--locks", str(locks)]
-    with RedisCpu(pids) as cpu:
+    with PairCpu(pids) as cpu:
         proc = run(cmd, timeout=duration_ms / 1000 + 60)
     out = {"concurrency": concurrency, "locks": locks or concurrency, **lockctl_line(proc.stdout, proc.returncode, proc.stderr)}
     out["mode"] = "contended" if locks == 1 else "uncontended"
@@ -268,7 +268,7 @@ def peer_run(library: str, mode: str, concurrency: int, urls: list[str], duratio
     env.update({"DURATION_MS": str(duration_ms), "LIBRARIES": library, "MODES": mode,
                 "CONCURRENCIES": str(concurrency), "CONTENDED_C": str(concurrency),
                 "REDIS_URL": urls[0], "REDIS_URLS": ",".join(urls)})
-    with RedisCpu(pids) as cpu:
+    with PairCpu(pids) as cpu:
         proc = run(["bash", str(PEERS_RUN)], timeout=duration_ms / 1000 + 45, env=env)
     row = None
     for line in proc.stdout.splitlines():
@@ -289,7 +289,7 @@ def _describe_run(r: dict) -> str:
     if "error" in r:
         return f"error {r['error']}"
     return (f"{float(r.get('pairs_per_sec') or 0):.0f} pairs/s, p99 {r.get('p99_us')} us, "
-            f"Redis CPU {r.get('redis_cpu_us_per_pair')} us/pair")
+            f"Redis CPU {r.get('redis_cpu_us_per_pair')} us/pair, client CPU {r.get('client_cpu_us_per_pair')} us/pair")
 
 
 def peers_bench(backend: LockBackend, libraries: list[str], duration_ms: int) -> tuple[list[dict], int]:
@@ -331,7 +331,7 @@ HEAD_TO_HEAD_PEER = "rslock"
 HEAD_TO_HEAD_CONCURRENCIES = (16, 64)
 HEAD_TO_HEAD_ROUNDS = 4
 # What the medians are taken of.
-HEAD_TO_HEAD_FIELDS = ("pairs_per_sec", "redis_cpu_us_per_pair", "p99_us")
+HEAD_TO_HEAD_FIELDS = ("pairs_per_sec", "redis_cpu_us_per_pair", "client_cpu_us_per_pair", "p99_us")
 
 
 def _median(values: list[float]) -> float | None:
@@ -453,7 +453,10 @@ def lockkit_section(duration_ms: int, peers_on: bool, redis_by_c: dict, backends
                 f"without pipelining, vs_redis_pipelined (informational) against redis-benchmark -P {pipeline}.",
         "cpu_note": "redis_cpu_us_per_pair: utime+stime of the backend's redis-server processes (/proc/PID/stat, "
                     "summed over the nodes) after the run minus before it, over the run's pairs; the window includes "
-                    "the client's start-up and warm-up (a few commands) and the servers' idle housekeeping.",
+                    "the client's start-up and warm-up (a few commands) and the servers' idle housekeeping. "
+                    "client_cpu_us_per_pair: utime+stime of the benchmark process (lockctl bench, or a peer's harness "
+                    "through loadtest/peers/run.sh), a waited-for child, over the run's pairs: the library under test, "
+                    "its Redis client and the harness loop, start-up included.",
     }
 
 

@@ -110,6 +110,22 @@ def test_lockkit_against_rslock_uses_the_medians_of_the_alternating_runs_when_th
     assert rate.detail.endswith("(medians of 3 alternating runs each)")
 
 
+def test_the_rate_against_rslock_says_where_each_sides_pairs_go():
+    def runs(pairs_per_sec, client):
+        rows = [{"pairs_per_sec": pairs_per_sec, "redis_cpu_us_per_pair": 10.0, "client_cpu_us_per_pair": client, "p99_us": 300}]
+        return {"runs": rows, "median": medians(rows)}
+    lk = _lock_section({}, {})
+    lk["head_to_head"] = {"16": {"lockkit": runs(50000.0, 17.1), "rslock": runs(70000.0, 12.5)},
+                          "64": {"lockkit": runs(80000.0, 11.0), "rslock": runs(85000.0, 10.0)}}
+
+    targets = by_id(evaluate_targets([], {}, lk, smoke=False))
+
+    assert targets["lockkit_rate_vs_rslock"].detail.startswith(
+        "C=16: 50000.0 / 70000.0 pairs/s = x0.71 (client CPU 17.1 / 12.5 µs per pair); "
+        "C=64: 80000.0 / 85000.0 pairs/s = x0.94 (client CPU 11.0 / 10.0 µs per pair)")
+    assert "client" not in targets["lockkit_cpu_vs_rslock"].detail, "the Redis CPU target is about Redis alone"
+
+
 def test_lockkit_against_rslock_misses_on_either_concurrency_or_missing_data():
     slow = _lock_section({16: (40000.0, 15.0), 64: (50000.0, 16.0)}, {16: (48000.0, 12.0), 64: (70000.0, 10.0)})
     missing = _lock_section({16: (40000.0, 15.0)}, {16: (48000.0, 12.0), 64: (70000.0, 10.0)})

@@ -1,10 +1,13 @@
 """Small parts: k6 defaults, latency planning, lock backends from URLs, the lock section's order, result pruning, pgbench."""
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
-from bench import ceilings, locks
+from bench import ceilings, cpu, locks
 from bench.ceilings import pgbench_script
 from bench.cli import run_ceilings_and_locks
 from bench.latency import latency_specs, point_flag
@@ -166,3 +169,14 @@ def test_the_head_to_head_runs_before_the_other_lock_servers_start(monkeypatch):
 
     assert events == ["check redis", "head to head on redis", "start lock servers", "check zk", "runs on redis", "runs on zk"]
     assert res.lockkit["head_to_head"] == {"16": {}}
+
+
+def test_a_pair_run_counts_the_clients_cpu_and_redis_cpu_apart():
+    with cpu.PairCpu([os.getpid()]) as run:
+        subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+
+    fields = run.fields(1000)
+
+    assert fields["client_cpu_us_per_pair"] > 50, "the waited-for child's CPU, per pair"
+    assert fields["redis_cpu_us_per_pair"] is not None and fields["redis_cpu_us_per_pair"] < fields["client_cpu_us_per_pair"]
+    assert cpu.PairCpu(None).fields(0) == {"redis_cpu_ms": None, "redis_cpu_us_per_pair": None, "client_cpu_us_per_pair": None}
