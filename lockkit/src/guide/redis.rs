@@ -14,21 +14,23 @@
 //!
 //! Exclusion and strictly increasing fences while that Redis keeps its data. An acquire's first
 //! attempt is one pipeline (`SET NX PX` with a random 128-bit owner token, `INCR` of the lock's
-//! fence counter, `EXISTS` of a lock-delay key); the attempts of a waiter are
-//! one Lua script that does the same and announces the waiter. A refused first attempt spends a
-//! fence, so fences have gaps. A release is an owner-checked compare-and-delete (a script, or
-//! `DELIFEQ`/`DELEX` where the server has them). The ACL user needs `SET`, `INCR`, `EXISTS` and the scripting commands. After a restart without
-//! persistence, or a failover to a replica that had not seen the latest writes, both reset: a
-//! second holder may be granted while the first still works, and the counter may hand out a fence
-//! the store already saw. Re-seed the counter with
-//! [`LockClient::ensure_fence_at_least`](crate::LockClient::ensure_fence_at_least) from the
-//! highest fence your store accepted, and rely on the store's fence check
-//! ([`fencing`](super::fencing)) for the writes in between.
+//! fence counter); the attempts of a waiter are one Lua script that does the same and announces the
+//! waiter. A lock-delay grant's key expires the delay after its lease, so a `SET NX` inside the
+//! delay fails like any held lock (lockkit's and other libraries'). A refused first attempt spends
+//! a fence, so fences have gaps. A release is an owner-checked compare-and-delete (a script, or
+//! `DELIFEQ`/`DELEX` where the server has them). The ACL user needs `SET`, `INCR`, `EXISTS` and the
+//! scripting commands. After a restart without persistence, or a failover to a replica that had not
+//! seen the latest writes, both reset: a second holder may be granted while the first still works,
+//! and the counter may hand out a fence the store already saw. Re-seed the counter with
+//! [`LockClient::ensure_fence_at_least`](crate::LockClient::ensure_fence_at_least) from the highest
+//! fence your store accepted, and rely on the store's fence check ([`fencing`](super::fencing)) for
+//! the writes in between.
 //!
 //! A lease ends when its key's TTL passes without a renewal (the watchdog renews every third of
 //! the lease), or when the key is deleted or overwritten; the holder hears it from
 //! [`LockGuard::lost`](crate::LockGuard::lost) at the next renewal, or at the local deadline at
-//! the latest.
+//! the latest. With a lock-delay the key's TTL is the lease plus the delay: the lease ends the
+//! delay before the key does.
 //!
 //! Every primitive is kept ([`primitives`](super::primitives)).
 //!

@@ -259,8 +259,8 @@ async fn a_grant_answered_after_its_lease_ran_out_is_refused() {
         async move { client.acquire(&name).lease(lease).await }
     });
     // A first attempt of the plain lock is one pipeline, sent whole: held back once its last
-    // command (`EXISTS` of the delay key) is.
-    assert!(eventually(Duration::from_secs(30), || std::future::ready(proxy.held_back("EXISTS"))).await);
+    // command (`INCR` of the fence) is.
+    assert!(eventually(Duration::from_secs(30), || std::future::ready(proxy.held_back("INCR"))).await);
     tokio::time::sleep(lease + Duration::from_millis(100)).await;
     proxy.resume();
 

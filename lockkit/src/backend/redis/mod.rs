@@ -17,9 +17,11 @@
 //! # What a plain pair costs Redis
 //!
 //! One uncontended acquire and release of the plain lock on one Redis (`MONITOR`) is two round
-//! trips: the pipeline `SET NX PX`, `INCR` (fence), `EXISTS` (lock-delay); then `EVALSHA` of the
-//! release, which runs `GET`, `DEL` and `EXISTS` (waiter mark), and `PUBLISH` only when a waiter
-//! announced itself. rslock's pair is `SET NX PX`, then `EVALSHA` running `GET` and `DEL`.
+//! trips: the pipeline `SET NX PX`, `INCR` (fence); then `EVALSHA` of the release, which runs
+//! `GET`, `DEL` and `EXISTS` (waiter mark), and `PUBLISH` only when a waiter announced itself.
+//! rslock's pair is `SET NX PX`, then `EVALSHA` running `GET` and `DEL`. (Until December 2026 the
+//! pipeline also read the lock-delay key with `EXISTS`; a lock-delay now keeps the lock key
+//! itself: see `first_attempt`.)
 //!
 //! Measured on 2026-12-05 on the project's `redis-server` 7.0.15 (2 shared cores): `CONFIG
 //! RESETSTAT`, then `lockctl --connections 1 bench --concurrency 16 --duration-ms 5000` (or
@@ -27,13 +29,16 @@
 //!
 //! | command | lockkit | rslock |
 //! |---|---|---|
-//! | `EVALSHA` (release; includes the commands it runs) | 3.6 | 3.0 |
-//! | `SET NX PX` | 0.7 | 0.8 |
-//! | `INCR` (fence) | 0.2 | |
-//! | `EXISTS` (lock-delay) | 0.1 | |
-//! | sum per pair | 4.6 | 3.8 |
+//! | `EVALSHA` (release; includes the commands it runs) | 4.7 | 3.5 |
+//! | `SET NX PX` | 0.9 | 0.9 |
+//! | `INCR` (fence) | 0.3 | |
+//! | sum per pair | 5.9 | 4.4 |
 //!
-//! The first attempt was a `MULTI` transaction until then (`EXEC` 1.3 µs with its three commands,
+//! (Earlier that day, with the `EXISTS`, the same run gave lockkit 3.6, 0.7, 0.2 and 0.1 µs for
+//! the `EXISTS`, and rslock 3.0 and 0.8: the box's speed moves these figures by a third from one
+//! hour to the next, so compare the two columns of one run.)
+//!
+//! Before the pipeline the first attempt was a `MULTI` transaction (`EXEC` 1.3 µs with its three commands,
 //! `MULTI` 0.06, on 2026-12-02); the pipeline costs Redis about the same and the client about
 //! 15% less per pair (callgrind, `lockctl bench` at 16 tasks: 41.8k instructions per pair against
 //! 49.3k), because it encodes two commands and decodes five replies fewer.

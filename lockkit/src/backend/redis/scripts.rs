@@ -46,25 +46,39 @@ local function announce_waiter(mark, held)
 end
 ";
 
-/// Grants the lock if free and not in a lock-delay: `SET NX PX` of the owner token plus `INCR` of
-/// the fence counter; with a delay, the delay key (holder's token) is set to outlive the lease
-/// by the delay. KEYS: lock, fence, delay, waiter mark. ARGV: token, lease ms, delay ms (0: none).
-/// Returns the fence (at least 1) when granted; when held (or delayed), `-2 - pttl`, where pttl
-/// is the lease (or delay) left, -1 for a key without expiry. A refusal announces the waiter.
+/// Lua: `mark_lease_end(key, lease, delay)`, run with a lock-delay grant and each of its renewals:
+/// the delay key holds the server's time (ms) at which the lease ends, and expires with the lock
+/// key, `delay` after that. The lock key itself outlives the lease by the delay, so that every
+/// `SET NX` fails until the delay is over: one of lockkit's first attempts (which reads no other
+/// key), a waiter's script, or another library's lock on the same key. The delay key only tells
+/// `inspect` where the lease ends and the delay begins.
+const MARK_LEASE_END: &str = r"
+local function mark_lease_end(key, lease, delay)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('SET', key, now + lease, 'PX', lease + delay)
+end
+";
+
+/// Grants the lock if free: `SET NX PX` of the owner token plus `INCR` of the fence counter; with
+/// a lock-delay, the key's expiry is the lease plus the delay, and the delay key records where the
+/// lease ends (`mark_lease_end`). KEYS: lock, fence, delay, waiter mark. ARGV: token, lease ms,
+/// delay ms (0: none). Returns the fence (at least 1) when granted; when held (or delayed),
+/// `-2 - pttl`, where pttl is the lease (or delay) left, -1 for a key without expiry. A refusal
+/// announces the waiter.
 ///
 /// The `SET NX` comes first because a lock is usually free when taken: one command both checks
-/// and takes it, where a `PTTL` before it cost a command on every grant. A grant inside someone's
-/// lock-delay (rare) is undone in the same script, so nobody ever sees it. One integer answers,
-/// not a `{granted, value}` table: Redis 7.0 spends about a microsecond turning a Lua table into
-/// a reply.
+/// and takes it, where a `PTTL` before it cost a command on every grant. A delay key without its
+/// lock key (one about to expire with it, the same millisecond) still refuses the grant, undone in
+/// the same script, so nobody ever sees it. One integer answers, not a `{granted, value}` table:
+/// Redis 7.0 spends about a microsecond turning a Lua table into a reply.
 const ACQUIRE: &str = r"
 local held
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local lease, delay = tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', lease + delay) then
   held = redis.call('PTTL', KEYS[3])
   if held <= 0 then
-    if tonumber(ARGV[3]) > 0 then
-      redis.call('SET', KEYS[3], ARGV[1], 'PX', tonumber(ARGV[2]) + tonumber(ARGV[3]))
-    end
+    if delay > 0 then mark_lease_end(KEYS[3], lease, delay) end
     return redis.call('INCR', KEYS[2])
   end
   redis.call('DEL', KEYS[1])
@@ -92,14 +106,14 @@ end
 return 0
 ";
 
-/// Owner-checked `PEXPIRE`, keeping a delay key `delay` past the lease. KEYS: lock, delay.
-/// ARGV: token, lease ms, delay ms (0: none). Returns 1 when extended.
+/// Owner-checked `PEXPIRE`; with a lock-delay, to the lease plus the delay, and the delay key
+/// moved to the new end of the lease (`mark_lease_end`). KEYS: lock, delay. ARGV: token, lease
+/// ms, delay ms (0: none). Returns 1 when extended.
 const EXTEND: &str = r"
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  if tonumber(ARGV[3]) > 0 then
-    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[3]))
-  end
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local lease, delay = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if delay > 0 then mark_lease_end(KEYS[2], lease, delay) end
+  return redis.call('PEXPIRE', KEYS[1], lease + delay)
 end
 return 0
 ";
@@ -117,9 +131,10 @@ end
 return cur
 ";
 
-static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&format!("{ANNOUNCE_WAITER}{ACQUIRE}")));
+static ACQUIRE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{ANNOUNCE_WAITER}{MARK_LEASE_END}{ACQUIRE}")));
 static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
-static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND));
+static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&format!("{MARK_LEASE_END}{EXTEND}")));
 static ENSURE_FENCE_AT_LEAST_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENSURE_FENCE_AT_LEAST));
 
 /// A script that uses the [`PRELUDE`]'s `now` and `keep`.

@@ -140,23 +140,16 @@ impl Backend for SingleRedis {
         Box::pin(async move {
             let mut lane = self.conns.checkout().await?;
             let mut undo = super::undo_on_cancel(jobs, lane.conn.clone(), hold, token);
-            let reply = async {
-                redis::RedisResult::Ok(match first_attempt::attempt(&mut lane.conn, &hold.keys, token, lease).await? {
-                    FirstAttempt::Granted(fence) => Grant::Granted(Fence::new(fence)),
-                    FirstAttempt::Held => Grant::Held(None),
-                    FirstAttempt::Delayed => {
-                        first_attempt::undo(&mut lane.conn, &hold.keys, token).await?;
-                        Grant::Held(None)
-                    }
-                })
-            };
-            let reply = reply.await.map_err(Error::from);
+            let reply = first_attempt::attempt(&mut lane.conn, &hold.keys, token, lease).await.map_err(Error::from);
             self.conns.report(&lane, &reply);
             // An error leaves `undo` armed: the pipeline may have run although its answer was
             // lost.
             let reply = reply?;
             undo.disarm();
-            Ok(reply)
+            Ok(match reply {
+                FirstAttempt::Granted(fence) => Grant::Granted(Fence::new(fence)),
+                FirstAttempt::Held => Grant::Held(None),
+            })
         })
     }
 

@@ -21,6 +21,10 @@ use crate::model::{
 /// id or false, owner or false, fence or false, delay pttl, grants, readers, writer-waiting pttl,
 /// permits, limit or false, queue}`; each of grants, readers, permits and queue is a flat list of
 /// `id, ms left` over live members (the queue in order, with each waiter's deadline).
+///
+/// A lock-delay grant's key outlives its lease by the delay, and its delay key holds the server's
+/// time at which the lease ends (see the plain lock's scripts): until then the lock is held, for
+/// the lease left; after it, what is left is the delay alone (the lock reads as absent).
 const READ: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -36,7 +40,11 @@ local function members(key)
   end
   return out
 end
-local lock = kind(KEYS[1])
+local lock, pttl = kind(KEYS[1]), redis.call('PTTL', KEYS[1])
+local lease_end = kind(KEYS[3]) == 'string' and tonumber(redis.call('GET', KEYS[3]))
+if lease_end and lock == 'string' then
+  if lease_end > now then pttl = lease_end - now else lock, pttl = 'none', -2 end
+end
 local holder, owner = false, false
 if lock == 'string' then holder = short(redis.call('GET', KEYS[1]))
 elseif lock == 'hash' then owner = redis.call('HGET', KEYS[1], 'owner') end
@@ -54,7 +62,7 @@ if kind(KEYS[9]) == 'zset' and kind(KEYS[10]) == 'zset' then
     end
   end
 end
-return {lock, redis.call('PTTL', KEYS[1]), holder, owner, fence, redis.call('PTTL', KEYS[3]),
+return {lock, pttl, holder, owner, fence, redis.call('PTTL', KEYS[3]),
   members(KEYS[4]), members(KEYS[5]), redis.call('PTTL', KEYS[6]), members(KEYS[7]), limit, queue}
 ";
 

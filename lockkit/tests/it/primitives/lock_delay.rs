@@ -1,9 +1,17 @@
 //! Lock-delay: a lease that ends without a release keeps the lock unavailable for the delay; a
-//! release has none.
+//! release has none. The lock key itself outlives the lease by the delay, so the first attempt's
+//! pipeline (which reads no other key) and other libraries' `SET NX` are refused too.
 
 use std::time::Duration;
 
 use crate::support::{client, eventually, exists, lock_key, raw, unique};
+
+/// What `inspect` shows of `name`.
+async fn inspect(client: &lockkit::LockClient, name: &str) -> lockkit::LockInfo {
+    let mut infos = client.inspect(name).await.unwrap();
+    assert_eq!(infos.len(), 1, "{infos:?}");
+    infos.remove(0)
+}
 
 const LEASE: Duration = Duration::from_millis(200);
 const DELAY: Duration = Duration::from_secs(2);
@@ -15,11 +23,7 @@ async fn crash_holding(client: &lockkit::LockClient, name: &str, delay: Option<D
         acquire = acquire.lock_delay(delay);
     }
     std::mem::forget(acquire.await.unwrap());
-    let key = lock_key(name);
-    let expired = eventually(Duration::from_secs(5), || {
-        let key = key.clone();
-        async move { !exists(&mut raw().await, &key).await }
-    });
+    let expired = eventually(Duration::from_secs(5), || async move { !inspect(client, name).await.held });
     assert!(expired.await, "the lease ends on the server");
 }
 
@@ -44,10 +48,10 @@ async fn an_expired_holder_leaves_the_lock_delayed_and_a_release_does_not() {
     assert!(!exists(&mut raw().await, &format!("{}:delay", lock_key(&released))).await);
 }
 
-/// A plain grant takes the lock with `SET NX` before it looks for a delay (on one Redis, a first
-/// attempt even runs no script: the delay is seen only after the grant); on a name whose
-/// lock-delay is set later, after cheap grants, the delay still holds, and the refused grant is
-/// undone: no lock key left, and no later grant gets a fence below the crashed holder's.
+/// A plain grant's first attempt (on one Redis a pipeline that reads no delay key) is refused by
+/// the crashed holder's lock key, which outlives its lease by the delay. On a name whose
+/// lock-delay is set later, after cheap grants, the delay still holds, the refusal leaves it as
+/// it was, and no later grant gets a fence below the crashed holder's.
 #[tokio::test]
 async fn a_lock_delay_set_later_on_a_name_is_still_honoured() {
     let (crashed, other) = (client().await, client().await);
@@ -62,7 +66,8 @@ async fn a_lock_delay_set_later_on_a_name_is_still_honoured() {
     let before = fence().await;
 
     assert!(other.try_lock(&name).await.unwrap().is_none(), "delayed although the lease is over");
-    assert!(!exists(&mut raw().await, &lock_key(&name)).await, "the refused grant left its lock key");
+    let info = inspect(&other, &name).await;
+    assert!(!info.held && info.delay.is_some_and(|d| d > DELAY / 2), "the refusal left the delay as it was: {info:?}");
     let next = other.lock(&name, Duration::from_secs(10)).await.expect("free once the delay is over");
     assert!(next.fence().get() > before, "fence {} after the crashed holder's {before}", next.fence());
     assert!(next.release().await.unwrap());
@@ -79,6 +84,27 @@ async fn a_renewed_lease_keeps_its_delay_armed() {
     assert!(other.try_lock(&name).await.unwrap().is_none());
     assert!(guard.release().await.unwrap());
     other.try_lock(&name).await.unwrap().expect("released: no delay").release().await.unwrap();
+}
+
+/// Another library's lock on the same key (`SET NX`, as redis-py or redsync take it) is refused
+/// during the delay as well.
+#[tokio::test]
+async fn another_librarys_set_nx_is_refused_during_the_delay() {
+    let crashed = client().await;
+    let name = unique("delay-peer");
+
+    crash_holding(&crashed, &name, Some(DELAY)).await;
+
+    let set: Option<String> = redis::cmd("SET")
+        .arg(lock_key(&name))
+        .arg("peer")
+        .arg("NX")
+        .arg("PX")
+        .arg(1000)
+        .query_async(&mut raw().await)
+        .await
+        .unwrap();
+    assert_eq!(set, None, "a peer's SET NX inside the delay");
 }
 
 #[tokio::test]
