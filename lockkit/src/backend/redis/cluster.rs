@@ -156,11 +156,10 @@ impl Backend for RedisCluster {
         jobs: &'a Jobs,
     ) -> BoxFuture<'a, Result<Grant>> {
         Box::pin(async move {
-            let mut conn = self.conn().await?;
             // The same connection routes the undo to the same master, after the request.
             let call = holds::acquire(hold, token, lease);
-            let mut undo = super::undo_on_cancel(jobs, conn.clone(), hold, token);
-            let reply = scripts::acquire(&mut conn, &call).await?;
+            let mut undo = super::UndoOnDrop::arm(jobs, self.conn().await?, hold, token);
+            let reply = scripts::acquire(undo.conn(), &call).await?;
             undo.disarm();
             Ok(reply.into())
         })

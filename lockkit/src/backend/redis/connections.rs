@@ -35,7 +35,8 @@ impl std::fmt::Debug for Connections {
 
 /// A connection handed out for one operation (a cheap clone of a lane's connection).
 pub(crate) struct Lane {
-    index: usize,
+    /// Which lane it came from, for [`Connections::report`].
+    pub(crate) index: usize,
     pub(crate) conn: MultiplexedConnection,
 }
 
@@ -76,11 +77,11 @@ impl Connections {
         Ok(Lane { index, conn })
     }
 
-    /// Reports the outcome of an operation on `lane`: a connection that failed or timed out is
-    /// dropped, so the next operation on this lane reconnects.
-    pub(crate) fn report<T>(&self, lane: &Lane, outcome: &Result<T>) {
+    /// Reports the outcome of an operation on the lane of that `index`: a connection that failed
+    /// or timed out is dropped, so the next operation on this lane reconnects.
+    pub(crate) fn report<T>(&self, index: usize, outcome: &Result<T>) {
         if outcome.as_ref().is_err_and(Error::is_unavailable) {
-            *self.lanes[lane.index].lock().unwrap() = None;
+            *self.lanes[index].lock().unwrap() = None;
         }
     }
 
@@ -92,7 +93,7 @@ impl Connections {
     ) -> Result<T> {
         let mut lane = self.checkout().await?;
         let outcome = op(&mut lane.conn).await.map_err(Error::from);
-        self.report(&lane, &outcome);
+        self.report(lane.index, &outcome);
         outcome
     }
 }

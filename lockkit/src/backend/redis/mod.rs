@@ -76,7 +76,7 @@ use std::sync::Arc;
 use ::redis::aio::ConnectionLike;
 
 use self::scripts::Call;
-use super::{BoxFuture, UndoOnCancel};
+use super::BoxFuture;
 use crate::{
     jobs::Jobs,
     model::{error::Result, hold::Hold},
@@ -100,21 +100,48 @@ pub(crate) fn leave<'a>(scripts: &'a dyn RedisScripts, hold: &'a Hold) -> BoxFut
     })
 }
 
-/// Arms an owner-checked release of `token`'s grant of `hold` on `conn` (a clone of the connection
-/// that carries the acquire), to run if the acquire is dropped before its reply was read.
-pub(crate) fn undo_on_cancel<'a>(
+/// The connection an acquire runs on, armed to undo the grant if the acquire is dropped before
+/// its reply was read: an owner-checked release of `token`'s grant of `hold`, sent on the same
+/// connection, so that it follows the acquire. It owns the connection and lends it to the
+/// attempt ([`conn`](Self::conn)), and builds the release (a handle on the connection, the hold,
+/// a copy of the token) only if it must run: nearly every acquire is answered and disarms it.
+/// (A clone of the connection made for the undo on every acquire, and dropped again, moves
+/// shared counters between the cores; without it `lockctl bench` at 16 tasks made 1.2 and 2.6%
+/// more pairs/s in two alternating rounds against the same Redis, December 2026.)
+pub(crate) struct UndoOnDrop<'a, C: ConnectionLike + Send + 'static> {
     jobs: &'a Jobs,
-    mut conn: impl ConnectionLike + Send + 'static,
-    hold: &Arc<Hold>,
-    token: &str,
-) -> UndoOnCancel<'a, impl FnOnce() -> BoxFuture<'static, ()> + Send> {
-    // The release is built only if it runs: nearly every acquire is answered and disarms it.
-    let (hold, token) = (hold.clone(), token.to_owned());
-    UndoOnCancel::new(jobs, move || {
-        Box::pin(async move {
+    hold: &'a Arc<Hold>,
+    token: &'a str,
+    /// Taken by the undo when it must run.
+    conn: Option<C>,
+    armed: bool,
+}
+
+impl<'a, C: ConnectionLike + Send + 'static> UndoOnDrop<'a, C> {
+    /// Arms the undo of `token`'s grant of `hold` on `conn`.
+    pub(crate) fn arm(jobs: &'a Jobs, conn: C, hold: &'a Arc<Hold>, token: &'a str) -> Self {
+        Self { jobs, hold, token, conn: Some(conn), armed: true }
+    }
+
+    /// The connection, for the attempt.
+    pub(crate) fn conn(&mut self) -> &mut C {
+        self.conn.as_mut().expect("the connection stays until the drop")
+    }
+
+    /// The reply was read: nothing to undo.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl<C: ConnectionLike + Send + 'static> Drop for UndoOnDrop<'_, C> {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take().filter(|_| self.armed) else { return };
+        let (hold, token) = (self.hold.clone(), self.token.to_owned());
+        self.jobs.background(async move {
             if let Err(e) = scripts::owner_checked(&mut conn, &holds::release(&hold, &token)).await {
                 tracing::warn!(lock = %hold.keys.name, error = %e, "could not undo an abandoned acquire; it will expire");
             }
-        })
-    })
+        });
+    }
 }

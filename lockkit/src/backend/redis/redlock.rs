@@ -117,7 +117,7 @@ impl Redlock {
             let run = async {
                 let lane = node.conns.checkout().await?;
                 let outcome = op(lane.conn.clone()).await.map_err(Error::from);
-                node.conns.report(&lane, &outcome);
+                node.conns.report(lane.index, &outcome);
                 outcome
             };
             tokio::time::timeout(within, run)
@@ -270,7 +270,7 @@ impl Backend for Redlock {
                         Err(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))
                     })
                     .map_err(Error::from);
-                node.conns.report(lane, &reply);
+                node.conns.report(lane.index, &reply);
                 reply
             });
             let replies = join_all(attempts).await;

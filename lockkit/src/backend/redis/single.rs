@@ -115,11 +115,11 @@ impl Backend for SingleRedis {
     ) -> BoxFuture<'a, Result<Grant>> {
         Box::pin(async move {
             // Connecting is bounded by the connection timeout, the script by the response timeout.
-            let mut lane = self.conns.checkout().await?;
+            let lane = self.conns.checkout().await?;
             let call = holds::acquire(hold, token, lease);
-            let mut undo = super::undo_on_cancel(jobs, lane.conn.clone(), hold, token);
-            let reply = scripts::acquire(&mut lane.conn, &call).await.map_err(Into::into);
-            self.conns.report(&lane, &reply);
+            let mut undo = super::UndoOnDrop::arm(jobs, lane.conn, hold, token);
+            let reply = scripts::acquire(undo.conn(), &call).await.map_err(Into::into);
+            self.conns.report(lane.index, &reply);
             // An error leaves `undo` armed: the script may have run although its answer was lost.
             let reply = reply?;
             undo.disarm();
@@ -138,10 +138,10 @@ impl Backend for SingleRedis {
             return self.acquire(hold, token, lease, jobs);
         }
         Box::pin(async move {
-            let mut lane = self.conns.checkout().await?;
-            let mut undo = super::undo_on_cancel(jobs, lane.conn.clone(), hold, token);
-            let reply = first_attempt::attempt(&mut lane.conn, &hold.keys, token, lease).await.map_err(Error::from);
-            self.conns.report(&lane, &reply);
+            let lane = self.conns.checkout().await?;
+            let mut undo = super::UndoOnDrop::arm(jobs, lane.conn, hold, token);
+            let reply = first_attempt::attempt(undo.conn(), &hold.keys, token, lease).await.map_err(Error::from);
+            self.conns.report(lane.index, &reply);
             // An error leaves `undo` armed: the pipeline may have run although its answer was
             // lost.
             let reply = reply?;
