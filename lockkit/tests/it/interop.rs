@@ -3,23 +3,14 @@
 
 use std::time::Duration;
 
-use crate::support::{client, lock_key, raw, unique};
+use crate::support::{client, foreign_set_nx, lock_key, raw, unique};
 
 #[tokio::test]
 async fn a_plain_set_nx_px_from_another_client_blocks_lockkit() {
     let client = client().await;
     let mut conn = raw().await;
     let name = unique("foreign-holder");
-    let set: Option<String> = redis::cmd("SET")
-        .arg(lock_key(&name))
-        .arg("their-token")
-        .arg("NX")
-        .arg("PX")
-        .arg(5000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(set.as_deref(), Some("OK"));
+    assert!(foreign_set_nx(&mut conn, &name, "their-token", 5000).await);
 
     assert!(client.try_lock(&name).await.unwrap().is_none());
     assert!(client.lock(&name, Duration::from_millis(200)).await.unwrap_err().is_timeout());
@@ -32,18 +23,10 @@ async fn lockkit_blocks_a_plain_set_nx_px_and_keeps_its_token_private() {
     let name = unique("lockkit-holder");
     let guard = client.try_lock(&name).await.unwrap().unwrap();
 
-    let set: Option<String> = redis::cmd("SET")
-        .arg(lock_key(&name))
-        .arg("their-token")
-        .arg("NX")
-        .arg("PX")
-        .arg(5000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let set = foreign_set_nx(&mut conn, &name, "their-token", 5000).await;
     let token: String = redis::cmd("GET").arg(lock_key(&name)).query_async(&mut conn).await.unwrap();
 
-    assert_eq!(set, None);
+    assert!(!set, "refused while lockkit holds the lock");
     assert_eq!(token.len(), 32, "a 128-bit random token");
     assert!(token.chars().all(|c| c.is_ascii_hexdigit()));
     assert!(guard.release().await.unwrap());

@@ -82,6 +82,14 @@ pub(crate) async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool 
     redis::cmd("EXISTS").arg(key).query_async::<bool>(conn).await.unwrap()
 }
 
+/// Another library's lock on `name`: `SET key token NX PX ms`, as redis-py, redsync or
+/// node-redlock take it. `true` when it was granted.
+pub(crate) async fn foreign_set_nx(conn: &mut MultiplexedConnection, name: &str, token: &str, ms: u64) -> bool {
+    let set: Option<String> =
+        redis::cmd("SET").arg(lock_key(name)).arg(token).arg("NX").arg("PX").arg(ms).query_async(conn).await.unwrap();
+    set.is_some()
+}
+
 /// A TCP proxy in front of Redis (or any server) that a test can make misbehave for the clients
 /// connected through it only (other tests share the same server).
 pub(crate) struct Proxy {

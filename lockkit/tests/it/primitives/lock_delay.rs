@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::{client, eventually, exists, lock_key, raw, unique};
+use crate::support::{client, eventually, exists, foreign_set_nx, lock_key, raw, unique};
 
 /// What `inspect` shows of `name`.
 async fn inspect(client: &lockkit::LockClient, name: &str) -> lockkit::LockInfo {
@@ -95,16 +95,7 @@ async fn another_librarys_set_nx_is_refused_during_the_delay() {
 
     crash_holding(&crashed, &name, Some(DELAY)).await;
 
-    let set: Option<String> = redis::cmd("SET")
-        .arg(lock_key(&name))
-        .arg("peer")
-        .arg("NX")
-        .arg("PX")
-        .arg(1000)
-        .query_async(&mut raw().await)
-        .await
-        .unwrap();
-    assert_eq!(set, None, "a peer's SET NX inside the delay");
+    assert!(!foreign_set_nx(&mut raw().await, &name, "peer", 1000).await, "a peer's SET NX inside the delay");
 }
 
 #[tokio::test]
