@@ -393,6 +393,12 @@ step "seckill image (compose build)"
 build_seckill
 
 step "up --wait"
+# The image builds leave hundreds of MB of dirty pages, which the kernel writes back once they are
+# 30 s old (vm.dirty_expire_centisecs). In one run, about that long after the builds and 30 s into
+# the sale, a statement of seckill-2 got no answer from PostgreSQL within 800 ms, so the instance
+# backed off and 400 orders were answered "database unavailable": most likely a WAL fsync queued
+# behind that writeback. Written back now, before the stack starts.
+sync
 STACK_UP=1
 timeout "$((UP_LIMIT + 30))" "${COMPOSE[@]}" "${COMPOSE_FILES[@]}" up -d --wait --wait-timeout "$UP_LIMIT" \
     >"$WORK/up.log" 2>&1 || die_with_log "$WORK/up.log" "compose up --wait failed"
