@@ -112,31 +112,30 @@ pub(crate) struct UndoOnDrop<'a, C: ConnectionLike + Send + 'static> {
     jobs: &'a Jobs,
     hold: &'a Arc<Hold>,
     token: &'a str,
-    /// Taken by the undo when it must run.
+    /// `None` once disarmed; taken by the undo when it must run.
     conn: Option<C>,
-    armed: bool,
 }
 
 impl<'a, C: ConnectionLike + Send + 'static> UndoOnDrop<'a, C> {
     /// Arms the undo of `token`'s grant of `hold` on `conn`.
     pub(crate) fn arm(jobs: &'a Jobs, conn: C, hold: &'a Arc<Hold>, token: &'a str) -> Self {
-        Self { jobs, hold, token, conn: Some(conn), armed: true }
+        Self { jobs, hold, token, conn: Some(conn) }
     }
 
     /// The connection, for the attempt.
     pub(crate) fn conn(&mut self) -> &mut C {
-        self.conn.as_mut().expect("the connection stays until the drop")
+        self.conn.as_mut().expect("the attempt runs before the undo is disarmed")
     }
 
     /// The reply was read: nothing to undo.
     pub(crate) fn disarm(&mut self) {
-        self.armed = false;
+        self.conn = None;
     }
 }
 
 impl<C: ConnectionLike + Send + 'static> Drop for UndoOnDrop<'_, C> {
     fn drop(&mut self) {
-        let Some(mut conn) = self.conn.take().filter(|_| self.armed) else { return };
+        let Some(mut conn) = self.conn.take() else { return };
         let (hold, token) = (self.hold.clone(), self.token.to_owned());
         self.jobs.background(async move {
             if let Err(e) = scripts::owner_checked(&mut conn, &holds::release(&hold, &token)).await {

@@ -17,11 +17,19 @@ use crate::model::{
     keys::{LockKeys, suffix},
 };
 
-/// Lua prelude: `now`, the server's clock in milliseconds (`TIME`), never a client's; and
+/// Lua: `ms_of(t)`, a `TIME` reply in milliseconds, and `server_ms()`, the server's clock in
+/// milliseconds, never a client's. Every script that reads the time starts with it.
+pub(crate) const SERVER_MS: &str = r"
+local function ms_of(t) return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
+local function server_ms() return ms_of(redis.call('TIME')) end
+";
+
+/// Lua prelude (after [`SERVER_MS`]): `t`, the server's `TIME` when the script started (the fair
+/// lock's arrivals take its microseconds), and `now`, the same in milliseconds; and
 /// `keep(key, ms)`, which lengthens a key's expiry to at least `ms` from now (never shortens it).
 pub(crate) const PRELUDE: &str = r"
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = ms_of(t)
 local function keep(key, ms)
   if redis.call('PTTL', key) < tonumber(ms) then redis.call('PEXPIRE', key, ms) end
 end
@@ -54,9 +62,7 @@ end
 /// `inspect` where the lease ends and the delay begins.
 const MARK_LEASE_END: &str = r"
 local function mark_lease_end(key, lease, delay)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('SET', key, now + lease, 'PX', lease + delay)
+  redis.call('SET', key, server_ms() + lease, 'PX', lease + delay)
 end
 ";
 
@@ -132,19 +138,19 @@ return cur
 ";
 
 static ACQUIRE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&format!("{ANNOUNCE_WAITER}{MARK_LEASE_END}{ACQUIRE}")));
+    LazyLock::new(|| Script::new(&format!("{SERVER_MS}{ANNOUNCE_WAITER}{MARK_LEASE_END}{ACQUIRE}")));
 static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
-static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&format!("{MARK_LEASE_END}{EXTEND}")));
+static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&format!("{SERVER_MS}{MARK_LEASE_END}{EXTEND}")));
 static ENSURE_FENCE_AT_LEAST_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENSURE_FENCE_AT_LEAST));
 
 /// A script that uses the [`PRELUDE`]'s `now` and `keep`.
 pub(crate) fn with_prelude(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}{body}"))
+    Script::new(&format!("{SERVER_MS}{PRELUDE}{body}"))
 }
 
 /// A script that uses the [`PRELUDE`] and [`ANNOUNCE_WAITER`].
 pub(crate) fn with_prelude_announcing(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}{ANNOUNCE_WAITER}{body}"))
+    Script::new(&format!("{SERVER_MS}{PRELUDE}{ANNOUNCE_WAITER}{body}"))
 }
 
 /// One script invocation: what a backend runs for an acquire, an extension, a release or a

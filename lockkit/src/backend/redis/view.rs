@@ -10,6 +10,7 @@ use redis::{
     aio::{ConnectionLike, MultiplexedConnection},
 };
 
+use super::scripts::SERVER_MS;
 use crate::model::{
     fence::Fence,
     keys::{LockKeys, suffix},
@@ -26,8 +27,7 @@ use crate::model::{
 /// time at which the lease ends (see the plain lock's scripts): until then the lock is held, for
 /// the lease left; after it, what is left is the delay alone (the lock reads as absent).
 const READ: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = server_ms()
 local function short(token) return string.sub(redis.sha1hex(token), 1, 8) end
 local function kind(key) return redis.call('TYPE', key)['ok'] end
 local function members(key)
@@ -66,7 +66,7 @@ return {lock, pttl, holder, owner, fence, redis.call('PTTL', KEYS[3]),
   members(KEYS[4]), members(KEYS[5]), redis.call('PTTL', KEYS[6]), members(KEYS[7]), limit, queue}
 ";
 
-static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(READ));
+static READ_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&format!("{SERVER_MS}{READ}")));
 
 /// One server's view of one lock, as read by [`read_view`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
