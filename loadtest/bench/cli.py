@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import ceilings, cpu, locks
+from . import ceilings, cpu, disk, locks
 from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
 from .latency import latency_specs, latency_vus, point_flag, point_spec
@@ -273,6 +273,8 @@ def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunR
         res.latency.append(cell)
     if any(s.rate == MODERATE_RATE and s.strategy == "owned-shards" for s in points):
         moderate_http_floor(ctx, args.latency_duration, res)
+    if points:
+        disk_flush_floor(ctx, args.latency_duration, res)
 
 
 def moderate_http_floor(ctx: CellContext, duration_s: int, res: RunResult) -> None:
@@ -289,6 +291,15 @@ def moderate_http_floor(ctx: CellContext, duration_s: int, res: RunResult) -> No
     except SetupError as e:
         log(f"HTTP floor at the moderate rate not measured: {e}")
         res.ceilings["http_moderate"] = {"error": str(e)}
+
+
+def disk_flush_floor(ctx: CellContext, duration_s: int, res: RunResult) -> None:
+    """The disk's flush floor beside the latency points, for as long as one point, with the
+    servers idle (see `disk`)."""
+    ready(ctx.pg, "the disk's flush floor")
+    log(f"disk flush floor: write + fdatasync of {disk.WRITE_BYTES} bytes for {duration_s} s")
+    res.ceilings["disk_flush"] = floor = disk.flush_floor(ctx.run_dir, duration_s)
+    log(f"    {disk.describe(floor)}")
 
 
 def check_backends(backends: list[locks.LockBackend]) -> None:

@@ -3,6 +3,7 @@ text out; one function per section."""
 
 from __future__ import annotations
 
+from . import disk
 from .capacity import WrkResult, box_cpu_pct
 from .cells import CellResult
 from .latency import point_flag, server_us_per_order
@@ -229,6 +230,11 @@ def ceiling_rows(res: RunResult) -> list[str]:
                      f"{fmt(floor.get('dropped_iterations'))} arrivals dropped. Below saturation each request wakes the "
                      "worker on its own, so HTTP alone costs several times the wrk healthz cell's figure; the "
                      "moderate point's orders pay it too"])
+    flush = res.ceilings.get("disk_flush")
+    if flush:
+        rows.append(["disk flush floor", f"p99 {fmt(flush['p99_ms'], 1)} ms, max {fmt(flush['max_ms'], 1)} ms",
+                     f"{disk.describe(flush)}. Every order waits for PostgreSQL's WAL flush on this disk, and a "
+                     "stalled flush stalls every batch in flight"])
     if pgc:
         rows.append(["`pg_order_tps`", f"{fmt(pgc.get('pg_order_tps'))} tps",
                      f"pgbench -M prepared, {pgc.get('clients')} clients, {pgc.get('seconds')} s: db-atomic's order "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import disk
 from .capacity import WrkResult, representing
 from .cells import CellResult
 from .ceilings import PIPELINE
@@ -267,11 +268,12 @@ def medians_of(*cells: WrkResult | None) -> str:
             f"that median is highest: {conns})")
 
 
-def latency_targets(points: list[CellResult], http_floor: dict | None = None) -> list[Target]:
+def latency_targets(points: list[CellResult], http_floor: dict | None = None, disk_floor: dict | None = None) -> list[Target]:
     """owned-shards' points: the cost per order at the moderate fixed load, beside the HTTP floor
     at that rate when it was measured (`ceilings.http_floor_at`), and the p99 at half its
-    throughput cell (none when it ran no latency point). The half is of what k6 reached: half of
-    the wrk capacity is more than k6 can offer on a small box, which the detail says."""
+    throughput cell (none when it ran no latency point), beside the disk's flush floor when it was
+    measured (`disk.flush_floor`). The half is of what k6 reached: half of the wrk capacity is more
+    than k6 can offer on a small box, which the detail says."""
     owned = [c for c in points if c.strategy == "owned-shards" and c.shards == 20]
     if not owned:
         return []
@@ -292,8 +294,16 @@ def latency_targets(points: list[CellResult], http_floor: dict | None = None) ->
     else:
         out.append(_t("latency_owned_p99", half.p99_ms <= 30,
                       f"p99 {half.p99_ms:.1f} ms at {half.spec.rate} arrivals/s, 50% of the k6 throughput cell (k6 cannot "
-                      "offer half of the wrk capacity on this box)"))
+                      "offer half of the wrk capacity on this box)" + flush_floor_of(disk_floor)))
     return out
+
+
+def flush_floor_of(disk_floor: dict | None) -> str:
+    """The disk's flush floor, as the latency target's detail adds it ('' if not measured): every
+    order waits for a WAL flush, so a stalled flush is a floor under the p99."""
+    if not disk_floor:
+        return ""
+    return f"; the disk's flush floor in this run: {disk.describe(disk_floor)}"
 
 
 def moderate_floor(http_floor: dict | None) -> str:
@@ -310,4 +320,4 @@ def evaluate_targets(cells: list[CellResult], ceilings: dict, lk: dict, smoke: b
     """Every target of a run; the wrk cells' only outside smoke mode (its storm cell is a check)."""
     return (lock_targets(lk, smoke) + strategy_targets(cells, ceilings) + correctness_targets(cells)
             + ([] if smoke else capacity_targets(capacity or [])
-                                + latency_targets(points or [], ceilings.get("http_moderate"))))
+                                + latency_targets(points or [], ceilings.get("http_moderate"), ceilings.get("disk_flush"))))

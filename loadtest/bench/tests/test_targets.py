@@ -179,6 +179,19 @@ def test_the_p99_target_reads_the_half_load_point_and_refuses_one_that_dropped_a
     assert status == ["PASS", "MISS", "MISS"]
 
 
+def test_the_p99_target_quotes_the_disks_flush_floor_when_it_was_measured():
+    slow = point(0.5, 1700, p99_ms=58.0)
+    floor = {"disk_flush": {"seconds": 10, "write_bytes": 8192, "flushes": 4000, "p50_ms": 0.21, "p99_ms": 0.45,
+                            "p999_ms": 4.8, "max_ms": 201.7, "stall_ms": 30.0, "stalls": 3, "stalled_ms": 320.5}}
+
+    detail = by_id(evaluate_targets([], floor, {}, smoke=False, points=[slow]))["latency_owned_p99"].detail
+
+    assert detail.endswith("; the disk's flush floor in this run: 4000 flushes of 8 KB (write + fdatasync) in 10 s "
+                           "with the servers idle: p50 0.21 ms, p99 0.45 ms, p99.9 4.8 ms, max 201.7 ms; 3 over 30 ms, "
+                           "320.5 ms in all")
+    assert "flush" not in by_id(evaluate_targets([], {}, {}, smoke=False, points=[slow]))["latency_owned_p99"].detail
+
+
 def test_without_an_owned_point_there_is_no_latency_target_and_smoke_has_none():
     assert "moderate_owned_cpu" not in by_id(evaluate_targets([], {}, {}, smoke=False, points=[]))
     assert "latency_owned_p99" not in by_id(evaluate_targets([], {}, {}, smoke=True, points=[point(0.5, 1700)]))
