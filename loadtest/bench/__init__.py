@@ -2,8 +2,8 @@
 
 Runs, in one go and against the project's own Redis and PostgreSQL (loopback only), the strategy
 matrix under k6 load, the latency points at fixed offered loads, (smoke) the order lifecycle's
-sale where a share of buyers never pay, the wrk cells (capacity, retry
-storm, hot users), the ceilings (HTTP, pgbench, redis-benchmark) and the lock benchmarks, and
+sale where a share of buyers never pay, the wrk cells (capacity, retry storm, hot users), the
+ceilings (HTTP, pgbench, redis-benchmark, the disk's flush floor) and the lock benchmarks, and
 writes loadtest/results/.
 
 # Layout
@@ -20,6 +20,7 @@ writes loadtest/results/.
     unpaid.py      the lifecycle cell of the smoke run (loadtest/k6/unpaid.js): run, result,
                    correctness check (`check_unpaid`)
     ceilings.py    HTTP ceiling, pgbench order ceiling, redis-benchmark lock pairs
+    disk.py        the disk's flush floor (write + fdatasync) beside the latency points
     locks.py       lockkit backends from URLs, lockctl bench, peer libraries, ratios
     targets.py     PASS/MISS targets (pure)
     result.py      `RunResult`, its JSON, pruning of older timestamped result files
