@@ -5,9 +5,9 @@ Every acknowledged order waits for PostgreSQL's WAL flush (`fdatasync`). A flush
 stalls every batch in flight on every instance at once, and every order that arrives meanwhile.
 On the development box's virtual disk, single flushes of 8 KB took 40 to 200 ms, a few times in
 30 s, with nothing else running; under load PostgreSQL's sampled wait events showed one WAL flush
-(`IO:WALSync`) of about 250 ms at the moment a latency point's slow orders clustered. A stall of 100 ms in a 10 s latency point is 1%
-of its requests, the whole p99. So the run measures the floor beside the latency points, and
-their target's detail quotes it.
+(`IO:WALSync`) of about 250 ms at the moment a latency point's slow orders clustered. A stall of
+100 ms in a 10 s latency point is 1% of its requests, the whole p99. So the run measures the
+floor beside the latency points, and their target's detail quotes it.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def percentile(sorted_ms: list[float], q: float) -> float:
 def flush_floor(directory: Path, seconds: float) -> dict:
     """Writes 8 KB and `fdatasync`s it, in a loop for `seconds`, in a file under `directory` (the
     run directory, on the filesystem of the project's PostgreSQL data; removed afterwards): the
-    latency of each flush, its p50/p99/p99.9/max, and the stalls (over
-    `STALL_MS`) with the time they took in all."""
+    latency of each flush, its p50/p99/p99.9/max, and the stalls (over `STALL_MS`) with the time
+    they took in all."""
     path = directory / "disk-flush-probe"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
