@@ -21,6 +21,7 @@ writes loadtest/results/.
                    correctness check (`check_unpaid`)
     ceilings.py    HTTP ceiling, pgbench order ceiling, redis-benchmark lock pairs
     disk.py        the disk's flush floor (write + fdatasync) beside the latency points
+    memory.py      each seckill instance's peak resident set over the run (VmHWM), read as it stops
     locks.py       lockkit backends from URLs, lockctl bench, peer libraries, ratios
     targets.py     PASS/MISS targets (pure)
     result.py      `RunResult`, its JSON, pruning of older timestamped result files

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import ceilings, cpu, disk, locks
+from . import ceilings, cpu, disk, locks, memory
 from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
 from .latency import latency_specs, latency_vus, point_flag, point_spec
@@ -33,7 +33,7 @@ from .settings import (BENCH_PAYMENT_WINDOW_MS, CAPACITY_CONNECTIONS, CAPACITY_S
                        THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel, Preset, instance_workers,
                        pre_vus)
 from .stores import Pg, Redis, loopback_only, redis_server_pid
-from .targets import capacity_targets, evaluate_targets
+from .targets import capacity_targets, evaluate_targets, memory_targets
 from .unpaid import UNITS, UnpaidSpec, run_unpaid
 
 
@@ -424,6 +424,7 @@ def main(argv=None) -> int:
         rc = 2
     finally:
         for inst in instances:
+            res.service_peak_rss_mib[f"seckill-{inst.name}"] = memory.peak_rss_mib(inst.process.pid)
             code = inst.stop()
             res.service_logs[f"seckill-{inst.name}"] = {"log": rel(inst.log_path), "exit": code, **log_findings(inst.log_text())}
             log(f"seckill #{inst.name} stopped (exit {code})")
@@ -446,9 +447,10 @@ def main(argv=None) -> int:
     res.finished_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     res.duration_s = round(time.monotonic() - t_start, 1)
     if args.only_capacity:
-        res.targets = [] if args.smoke else capacity_targets(res.capacity)
+        res.targets = ([] if args.smoke else capacity_targets(res.capacity)) + memory_targets(res.service_peak_rss_mib)
     else:
-        res.targets = evaluate_targets(res.strategies, res.ceilings, res.lockkit, args.smoke, res.capacity, res.latency)
+        res.targets = evaluate_targets(res.strategies, res.ceilings, res.lockkit, args.smoke, res.capacity, res.latency,
+                                       res.service_peak_rss_mib)
     write_results(res, results, stamp, complete=rc == 0)
     print_summary(res)
     if res.violations:

@@ -14,8 +14,8 @@ from .targets import Target
 from .unpaid import UnpaidResult
 
 # 2: cells as flat objects with `cell` in mission/throughput/latency, `latency`, acked checks; 3: `capacity`;
-# 4: `lifecycle` (the smoke's unpaid-buyers sale, unpaid.py)
-SCHEMA = 4
+# 4: `lifecycle` (the smoke's unpaid-buyers sale, unpaid.py); 5: `service_peak_rss_mib`
+SCHEMA = 5
 _TIMESTAMPED = re.compile(r"^\d{8}T\d{6}Z\.json$")
 
 
@@ -37,6 +37,8 @@ class RunResult:
     targets: list[Target] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     service_logs: dict = field(default_factory=dict)
+    # seckill-N -> its peak resident set over the run in MiB (memory.py), None if unreadable
+    service_peak_rss_mib: dict = field(default_factory=dict)
     finished_at: str | None = None
     duration_s: float = 0.0
     kept_sales: str | None = None

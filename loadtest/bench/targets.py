@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import disk
+from .memory import RSS_LIMIT_MIB
 from .capacity import WrkResult, representing
 from .cells import CellResult
 from .ceilings import PIPELINE
@@ -42,6 +43,7 @@ TARGETS_DOC = {
     "moderate_owned_cpu": f"moderate fixed load (k6, {MODERATE_RATE} arrivals/s): owned-shards <= 200 µs of server CPU per "
                           "order (seckill + PostgreSQL + Redis)",
     "latency_owned_p99": "latency (k6, open model): owned-shards' p99 at 50% of its throughput <= 30 ms",
+    "service_rss": f"every seckill instance's peak resident set over the run (VmHWM) < {RSS_LIMIT_MIB} MiB",
 }
 
 
@@ -315,9 +317,24 @@ def moderate_floor(http_floor: dict | None) -> str:
             f"{http_floor['ok']} requests)")
 
 
+def memory_targets(peaks: dict[str, float | None]) -> list[Target]:
+    """Each seckill instance's peak RSS against the bound (none when no instance ran, e.g.
+    --only-locks); an instance whose peak could not be read misses."""
+    if not peaks:
+        return []
+    read = {name: mib for name, mib in peaks.items() if mib is not None}
+    listed = ", ".join(f"{name} {mib:.1f} MiB" for name, mib in sorted(read.items()))
+    unread = sorted(set(peaks) - set(read))
+    if unread:
+        return [_t("service_rss", False, f"not read for {', '.join(unread)}" + (f"; {listed}" if listed else ""))]
+    return [_t("service_rss", max(read.values()) < RSS_LIMIT_MIB, listed)]
+
+
 def evaluate_targets(cells: list[CellResult], ceilings: dict, lk: dict, smoke: bool,
-                     capacity: list[WrkResult] | None = None, points: list[CellResult] | None = None) -> list[Target]:
+                     capacity: list[WrkResult] | None = None, points: list[CellResult] | None = None,
+                     rss: dict[str, float | None] | None = None) -> list[Target]:
     """Every target of a run; the wrk cells' only outside smoke mode (its storm cell is a check)."""
     return (lock_targets(lk, smoke) + strategy_targets(cells, ceilings) + correctness_targets(cells)
             + ([] if smoke else capacity_targets(capacity or [])
-                                + latency_targets(points or [], ceilings.get("http_moderate"), ceilings.get("disk_flush"))))
+                                + latency_targets(points or [], ceilings.get("http_moderate"), ceilings.get("disk_flush")))
+            + memory_targets(rss or {}))

@@ -195,3 +195,23 @@ def test_the_p99_target_quotes_the_disks_flush_floor_when_it_was_measured():
 def test_without_an_owned_point_there_is_no_latency_target_and_smoke_has_none():
     assert "moderate_owned_cpu" not in by_id(evaluate_targets([], {}, {}, smoke=False, points=[]))
     assert "latency_owned_p99" not in by_id(evaluate_targets([], {}, {}, smoke=True, points=[point(0.5, 1700)]))
+
+
+def test_every_instance_peaking_under_the_bound_passes_and_each_is_listed():
+    t = by_id(evaluate_targets([], {}, {}, smoke=True, rss={"seckill-2": 58.4, "seckill-1": 61.94}))["service_rss"]
+
+    assert t.status == "PASS"
+    assert t.detail == "seckill-1 61.9 MiB, seckill-2 58.4 MiB"
+
+
+def test_one_instance_at_the_bound_misses():
+    t = by_id(evaluate_targets([], {}, {}, smoke=False, rss={"seckill-1": 40.0, "seckill-2": 64.0}))["service_rss"]
+
+    assert t.status == "MISS"
+
+
+def test_a_peak_that_could_not_be_read_misses_and_without_instances_there_is_no_rss_target():
+    t = by_id(evaluate_targets([], {}, {}, smoke=False, rss={"seckill-1": 40.0, "seckill-2": None}))["service_rss"]
+
+    assert (t.status, t.detail) == ("MISS", "not read for seckill-2; seckill-1 40.0 MiB")
+    assert "service_rss" not in by_id(evaluate_targets([], {}, {}, smoke=False))
