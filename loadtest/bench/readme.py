@@ -59,6 +59,15 @@ def per_order(cost: dict | None) -> str:
     return f"{fmt(cost['total'])} ({fmt(cost['seckill'])} + {fmt(cost['postgres'])} + {fmt(cost['redis'])})"
 
 
+def peak_rss(res: dict) -> str:
+    """The instances' peak resident sets over the run, as the table's header sentence ends ('' for
+    a run without them)."""
+    peaks = [v for _, v in sorted((res.get("service_peak_rss_mib") or {}).items()) if v is not None]
+    if not peaks:
+        return ""
+    return f" Peak RSS of each seckill instance over the run: {' and '.join(f'{v:.1f}' for v in peaks)} MiB."
+
+
 def table_cells(cells: list[dict]) -> list[dict]:
     """The wrk cells the table shows: each cell's representing run only (a capacity run other than
     the strategy's capacity stands for nothing), kind by kind as they ran, strategies in the bench's
@@ -103,7 +112,7 @@ def bench_lines(res: dict) -> list[str]:
              f"({m.get('cpu_model')}), Redis {m.get('redis_server')}, PostgreSQL "
              f"{str(m.get('postgres_server')).split()[0]}, load generator and servers on the same cores. Server CPU is "
              "utime + stime of the seckill and postgres processes and the service's redis-server from `/proc`; every cell and its "
-             "checks are in [loadtest/results/latest.md](loadtest/results/latest.md).", ""]
+             "checks are in [loadtest/results/latest.md](loadtest/results/latest.md)." + peak_rss(res), ""]
             + table(["cell", "strategy", "per second", "server CPU µs per order (seckill + PostgreSQL + Redis)",
                      "p99 ms"], "llrlr", rows)[:-1])
 

@@ -28,6 +28,7 @@ BENCH = {
          "p99_ms": 35.0, "server_5xx": 0, "busy_503": 0, "represents": 3, "connections": 128,
          "cpu_us_per_order": {"seckill": 210.0, "postgres": 550.0, "redis": 2.0, "total": 762.0}},
     ],
+    "service_peak_rss_mib": {"seckill-2": 58.25, "seckill-1": 61.94},
     "lockkit": {"lockctl": [{"concurrency": 16, "mode": "uncontended", "pairs_per_sec": 31374.0,
                              "redis_cpu_us_per_pair": 31.1, "p99_us": 922}],
                 "peers": []},
@@ -61,6 +62,7 @@ def test_a_written_table_names_its_run_and_keeps_the_text_around_it(tmp_path):
     assert "| capacity | `owned-shards` | 7589 orders | 198 (66 + 129 + 3); 3 answered 5xx | 30.1 |" in text
     assert "| capacity (median of 3 runs, 128 connections) | `db-atomic` | 2400 orders | 762 (210 + 550 + 2) | 35.0 |" in text
     assert "1900 orders" not in text, "a round other than the median run stays in latest.md"
+    assert "latest.md). Peak RSS of each seckill instance over the run: 61.9 and 58.2 MiB.\n" in text
     assert "| `pause` | `owned-shards` | 41 654 | 0 | 0 | 0 | passed |" in text
     assert readme.stale_blocks(root) == []
 
