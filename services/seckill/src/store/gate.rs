@@ -1,6 +1,8 @@
 //! The `redis-gate` writer's side of PostgreSQL: writing a batch of stream entries (idempotent on
-//! their reference), finding an order by reference, and the per-shard truth that reconciliation
-//! compares Redis with.
+//! their reference), finding an order by reference, and the per-shard truth and the buyers'
+//! counts that seeding and reconciliation write back to Redis.
+
+use tokio_postgres::IsolationLevel;
 
 use super::{Db, StoreError};
 use crate::domain::{ShardId, Sku};
@@ -118,11 +120,36 @@ impl Db {
         Ok(row.map_or(0, |r| r.get(0)))
     }
 
-    /// Units each user bought in the sale, as PostgreSQL has them.
-    pub async fn user_purchases(&self, sku: &Sku) -> Result<Vec<(String, i64)>, StoreError> {
-        let client = self.client().await?;
-        let rows = client.query("SELECT user_id, bought FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
-        Ok(rows.iter().map(|r| (r.get(0), i64::from(r.get::<_, i32>(1)))).collect())
+    /// Units each user bought in the sale, as PostgreSQL has them, `chunk` buyers at a time: `each`
+    /// gets every chunk in turn, so no more than one is held however many buyers the sale has.
+    /// They all come from one snapshot (a read-only repeatable-read transaction, read through a
+    /// portal).
+    pub async fn each_buyers_chunk<E: From<StoreError>>(
+        &self,
+        sku: &Sku,
+        chunk: usize,
+        mut each: impl AsyncFnMut(Vec<(String, i64)>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(StoreError::from)?;
+        let portal =
+            tx.bind("SELECT user_id, bought FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await.map_err(StoreError::from)?;
+        let max_rows = i32::try_from(chunk).unwrap_or(i32::MAX);
+        loop {
+            let rows = tx.query_portal(&portal, max_rows).await.map_err(StoreError::from)?;
+            if rows.is_empty() {
+                break;
+            }
+            each(rows.iter().map(|r| (r.get(0), i64::from(r.get::<_, i32>(1)))).collect()).await?;
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(())
     }
 
     /// Per shard, its initial stock and the units sold from it (from `order_parts`), in shard order.

@@ -237,6 +237,39 @@ async fn reconciliation_reports_and_repairs_what_redis_lost() {
     assert_eq!(app.audit(&sku).await["sold"], 20);
 }
 
+/// Reconciliation copies the buyers back a chunk at a time (1000) and swaps them in whole: after
+/// it, Redis counts every buyer PostgreSQL counts (2501 here, over three chunks) and enforces
+/// their limit, the hash does not expire with the copy it was, and no copy is left behind.
+#[tokio::test]
+async fn reconciliation_restores_every_buyers_count_over_several_chunks() {
+    let app = spawn_app_with(gate_settings()).await;
+    let sku = app.create_sale(sale(10, 2, 2, "redis-gate")).await;
+    assert_eq!(buy(&app, &sku, "chunked-buyer", 1, None).await.0, StatusCode::CREATED);
+    wait_drained(&sku).await;
+    // PostgreSQL counts 2500 more buyers, at the limit; Redis lost every buyer.
+    db().await
+        .execute("INSERT INTO user_purchases (sku, user_id, bought) SELECT $1, 'bulk-' || g, 2 FROM generate_series(1, 2500) g", &[&sku])
+        .await
+        .unwrap();
+    let users = format!("{{seckill:gate:{sku}}}:users");
+    let mut conn = redis().await;
+    let _: () = redis::cmd("DEL").arg(&users).query_async(&mut conn).await.unwrap();
+
+    let response = reconcile(&app, &sku, "?drain=1").await;
+
+    assert_eq!(response.status(), StatusCode::OK);
+    let counted: i64 = redis::cmd("HLEN").arg(&users).query_async(&mut conn).await.unwrap();
+    assert_eq!(counted, 2501);
+    let (first, last, mine): (i64, i64, i64) =
+        redis::pipe().hget(&users, "bulk-1").hget(&users, "bulk-2500").hget(&users, "chunked-buyer").query_async(&mut conn).await.unwrap();
+    assert_eq!((first, last, mine), (2, 2, 1));
+    let ttl: i64 = redis::cmd("PTTL").arg(&users).query_async(&mut conn).await.unwrap();
+    assert_eq!(ttl, -1, "the buyers' hash would expire with the copy it was");
+    let copies: Vec<String> = redis::cmd("KEYS").arg(format!("{users}:staged:*")).query_async(&mut conn).await.unwrap();
+    assert!(copies.is_empty(), "copies left behind: {copies:?}");
+    assert_error(app.order(&sku, "bulk-1777", 1, None).await, StatusCode::CONFLICT, "user_limit_reached").await;
+}
+
 #[tokio::test]
 async fn reconciliation_needs_the_admin_token_and_a_gate_sale() {
     let app = spawn_app_with(gate_settings()).await;
@@ -270,6 +303,8 @@ async fn references_are_never_handed_out_twice_after_redis_lost_the_sale() {
     assert_eq!(status, StatusCode::CREATED, "{next}");
     let next = next["order_id"].as_i64().unwrap();
     assert!(next > lost, "reference {next} after the lost {lost}: seeding from PostgreSQL alone would hand out {lost} again");
+    let bought: i64 = redis::cmd("HGET").arg(format!("{{seckill:gate:{sku}}}:users")).arg("ref-a").query_async(&mut conn).await.unwrap();
+    assert_eq!(bought, 1, "the seed brought the buyers' counts back from PostgreSQL");
 }
 
 /// Entries as the gate's writer hands them to `seckill_gate_write`: one unit each, from shard 0 or

@@ -29,6 +29,12 @@ pub struct GateKeys {
 pub const GROUP: &str = "writers";
 
 impl GateKeys {
+    /// A fresh key, in the sale's slot, for a hash of buyers being copied in before it replaces
+    /// [`users`](Self::users) (see `staged_users`); fresh, so that two copies never mix.
+    pub fn staged_users(&self) -> String {
+        format!("{}:staged:{:016x}", self.users, rand::random::<u64>())
+    }
+
     /// The keys of `sku`.
     pub fn new(sku: &Sku) -> Self {
         let tag = format!("{{seckill:gate:{sku}}}");
@@ -51,7 +57,7 @@ mod tests {
     #[test]
     fn every_key_shares_the_sales_hash_tag() {
         let keys = GateKeys::new(&Sku::parse("phone-1").unwrap());
-        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq, &keys.stream, &keys.written] {
+        for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq, &keys.stream, &keys.written, &keys.staged_users()] {
             assert!(key.starts_with("{seckill:gate:phone-1}:"), "{key}");
         }
     }

@@ -60,6 +60,7 @@ pub mod reconcile;
 mod registry;
 pub mod script;
 mod sell;
+mod staged_users;
 mod waiters;
 pub mod writer;
 
@@ -244,17 +245,15 @@ impl Gate {
     /// Seeds the sale's keys from PostgreSQL: `reset` (a create or reset) replaces them; otherwise
     /// only if Redis has none. Starts the writer.
     pub async fn seed(&self, sale: &Sale, reset: bool) -> Result<(), InventoryError> {
-        let (rows, users, max_ref, epoch) = tokio::try_join!(
-            self.db.shard_rows(&sale.sku),
-            self.db.user_purchases(&sale.sku),
-            self.db.max_gate_ref(&sale.sku),
-            self.db.next_gate_epoch(&sale.sku)
-        )?;
+        let keys = GateKeys::new(&sale.sku);
+        let (rows, max_ref, epoch) =
+            tokio::try_join!(self.db.shard_rows(&sale.sku), self.db.max_gate_ref(&sale.sku), self.db.next_gate_epoch(&sale.sku))?;
+        let users = staged_users::stage(&self.redis, &self.db, &keys, &sale.sku).await?;
         // Above every reference handed out before, also those lost with Redis before they were
         // written: a reference is never handed out twice.
         let ref_floor = max_ref.max(epoch << REF_EPOCH_SHIFT);
         let seed = Seed { stock: rows.iter().map(|r| r.remaining.max(0)).collect(), users, ref_floor };
-        let wrote = script::seed(&self.redis, &GateKeys::new(&sale.sku), sale, &seed, reset).await?;
+        let wrote = script::seed(&self.redis, &keys, sale, &seed, reset).await?;
         if wrote && !reset {
             tracing::warn!(sku = %sale.sku, "gate keys were missing in redis; seeded again from postgres (orders still queued in a lost stream will oversell)");
         }

@@ -9,7 +9,9 @@
 //! however slow or paused the writer that read it (its late write is a duplicate of the
 //! claimer's). The repair itself is one script that checks that no order was decided since the
 //! truth was read (the reference counter did not move) and that the stream is still empty, so it
-//! never overwrites a decrement it did not see. What it repairs is a Redis that disagrees with
+//! never overwrites a decrement it did not see. The buyers' counts reach it as a copy staged in
+//! Redis a chunk at a time (see `staged_users`), so a sale's size bounds neither this process's
+//! memory nor the script's run. What it repairs is a Redis that disagrees with
 //! PostgreSQL for another reason: a restored snapshot, a failover, or keys changed by hand.
 
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use redis::{Script, aio::ConnectionManager};
 use serde::Serialize;
 use std::sync::LazyLock;
 
-use super::{keys::GateKeys, script::WRITE_SALE};
+use super::{keys::GateKeys, script::WRITE_SALE, staged_users};
 use crate::{
     domain::{Sale, ShardId},
     selling::InventoryError,
@@ -94,18 +96,19 @@ impl From<redis::RedisError> for ReconcileError {
     }
 }
 
-/// Sets the stock (and `left`, the users' counts); only if no order was decided since `seq` was
-/// read and the queue is still empty. ARGV: seq, gen, limit, shards, number of users, stocks,
-/// user/bought pairs.
+/// Sets the stock (and `left`) and swaps the buyers' staged copy in (KEYS[6]); only if no order
+/// was decided since `seq` was read and the queue is still empty, else drops the copy. ARGV: seq,
+/// gen, limit, shards, stocks.
 static REPAIR: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{WRITE_SALE}{}",
         r"
-if (redis.call('GET', KEYS[4]) or '0') ~= ARGV[1] then return 0 end
-if redis.call('XLEN', KEYS[5]) > 0 then return 0 end
-local n, users = tonumber(ARGV[4]), tonumber(ARGV[5])
-redis.call('DEL', KEYS[3])
-write_sale(ARGV[2], ARGV[3], n, 5, users, 5 + n)
+if (redis.call('GET', KEYS[4]) or '0') ~= ARGV[1] or redis.call('XLEN', KEYS[5]) > 0 then
+  redis.call('DEL', KEYS[6])
+  return 0
+end
+replace_users(KEYS[3], KEYS[6])
+write_sale(ARGV[2], ARGV[3], tonumber(ARGV[4]), 4)
 return 1
 "
     ))
@@ -152,7 +155,7 @@ pub async fn reconcile(redis: &ConnectionManager, db: &Db, sale: &Sale, drain: b
             return Err(ReconcileError::NotDrained { queued: state.queued });
         }
         let truth = db.shard_truth(&sale.sku).await?;
-        let users = db.user_purchases(&sale.sku).await?;
+        let users = staged_users::stage(redis, db, &keys, &sale.sku).await?;
         let report: Vec<ShardReconciliation> = truth
             .iter()
             .map(|t| {
@@ -170,15 +173,12 @@ pub async fn reconcile(redis: &ConnectionManager, db: &Db, sale: &Sale, drain: b
             })
             .collect();
         let mut invocation = REPAIR.prepare_invoke();
-        for key in [&keys.meta, &keys.stock, &keys.users, &keys.seq, &keys.stream] {
+        for key in [&keys.meta, &keys.stock, &keys.users, &keys.seq, &keys.stream, &users.0] {
             invocation.key(key);
         }
-        invocation.arg(&state.seq).arg(sale.generation).arg(sale.spec.per_user_limit).arg(report.len()).arg(users.len());
+        invocation.arg(&state.seq).arg(sale.generation).arg(sale.spec.per_user_limit).arg(report.len());
         for shard in &report {
             invocation.arg(shard.redis_after);
-        }
-        for (user, bought) in &users {
-            invocation.arg(user.as_str()).arg(*bought);
         }
         let repaired: i64 = invocation.invoke_async(&mut redis.clone()).await?;
         if repaired != 1 {

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::{Script, aio::ConnectionManager};
 
-use super::keys::GateKeys;
+use super::{keys::GateKeys, staged_users::StagedUsers};
 use crate::{
     domain::{GateAck, OrderRequest, Sale, ShardId},
     selling::InventoryError,
@@ -65,37 +65,48 @@ return {'taken', tostring(ref), joined}
     )
 });
 
-/// Lua shared by [`seed`] and the reconciliation's repair: `write_sale(gen, limit, n, stock_at,
-/// users, users_at)` writes the `n` shard stocks found at `ARGV[stock_at + 1..]` into KEYS[2],
-/// the `users` user/bought pairs at `ARGV[users_at + 1..]` into KEYS[3], and the sale's meta
-/// (generation, limit, shards, units left) into KEYS[1].
+/// Lua shared by [`seed`] and the reconciliation's repair:
+/// - `write_sale(gen, limit, n, stock_at)` writes the `n` shard stocks found at
+///   `ARGV[stock_at + 1..]` into KEYS[2] and the sale's meta (generation, limit, shards, units
+///   left) into KEYS[1];
+/// - `replace_users(users, staged)` makes the buyers copied into `staged` (see `staged_users`) the
+///   sale's hash of buyers, persistent, or empties it when the copy found none.
 pub(super) const WRITE_SALE: &str = r"
-local function write_sale(gen, limit, n, stock_at, users, users_at)
+local function write_sale(gen, limit, n, stock_at)
   local left = 0
   for i = 1, n do
     local v = tonumber(ARGV[stock_at + i])
     redis.call('HSET', KEYS[2], i - 1, v)
     left = left + v
   end
-  for i = 1, users do
-    redis.call('HSET', KEYS[3], ARGV[users_at + 2 * i - 1], ARGV[users_at + 2 * i])
-  end
   redis.call('HSET', KEYS[1], 'gen', gen, 'limit', limit, 'shards', n, 'left', left)
+end
+local function replace_users(users, staged)
+  if redis.call('EXISTS', staged) == 1 then
+    redis.call('RENAME', staged, users)
+    redis.call('PERSIST', users)
+  else
+    redis.call('DEL', users)
+  end
 end
 ";
 
 /// Seeds a sale: `reset` replaces stock, users and idempotency keys;
 /// otherwise only if the sale is not seeded (Redis lost it). The reference counter is raised to
-/// the floor given (above every earlier reference: see [`Seed::ref_floor`]), never lowered. ARGV: gen, limit,
-/// shards, reset (1/0), floor, number of users, then shard stocks, then user/bought pairs.
+/// the floor given (above every earlier reference: see [`Seed::ref_floor`]), never lowered. The
+/// buyers come from their staged copy (KEYS[6]), dropped when it is not used. ARGV: gen, limit,
+/// shards, reset (1/0), floor, then shard stocks.
 static SEED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         "{WRITE_SALE}{}",
         r"
-if ARGV[4] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-local n, users = tonumber(ARGV[3]), tonumber(ARGV[6])
-write_sale(ARGV[1], ARGV[2], n, 6, users, 6 + n)
+if ARGV[4] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[6])
+  return 0
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
+replace_users(KEYS[3], KEYS[6])
+write_sale(ARGV[1], ARGV[2], tonumber(ARGV[3]), 5)
 if tonumber(redis.call('GET', KEYS[5]) or '0') < tonumber(ARGV[5]) then redis.call('SET', KEYS[5], ARGV[5]) end
 return 1
 "
@@ -190,12 +201,12 @@ pub(crate) fn ack_field(ack: GateAck) -> &'static str {
 }
 
 /// What a sale's keys are seeded with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Seed {
     /// Units left per shard, in shard order.
     pub stock: Vec<i64>,
-    /// Units bought per user.
-    pub users: Vec<(String, i64)>,
+    /// Units bought per user, copied into Redis already.
+    pub(super) users: StagedUsers,
     /// The floor of the reference counter: above every reference handed out before (the highest
     /// in PostgreSQL, and the sale's new gate epoch shifted up).
     pub ref_floor: i64,
@@ -204,7 +215,7 @@ pub struct Seed {
 /// Seeds the sale's keys: always when `reset`, else only if Redis has none. True if it wrote.
 pub async fn seed(redis: &ConnectionManager, keys: &GateKeys, sale: &Sale, seed: &Seed, reset: bool) -> Result<bool, InventoryError> {
     let mut invocation = SEED.prepare_invoke();
-    for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq] {
+    for key in [&keys.meta, &keys.stock, &keys.users, &keys.keys, &keys.seq, &seed.users.0] {
         invocation.key(key);
     }
     invocation
@@ -212,13 +223,9 @@ pub async fn seed(redis: &ConnectionManager, keys: &GateKeys, sale: &Sale, seed:
         .arg(sale.spec.per_user_limit)
         .arg(seed.stock.len())
         .arg(if reset { "1" } else { "0" })
-        .arg(seed.ref_floor)
-        .arg(seed.users.len());
+        .arg(seed.ref_floor);
     for stock in &seed.stock {
         invocation.arg(*stock);
-    }
-    for (user, bought) in &seed.users {
-        invocation.arg(user.as_str()).arg(*bought);
     }
     let wrote: i64 = invocation.invoke_async(&mut redis.clone()).await?;
     Ok(wrote == 1)
