@@ -170,6 +170,18 @@ impl Application {
         self.port
     }
 
+    /// This instance's owned shards: what it keeps per sale ([`OwnedShards::sale_owners`]) where
+    /// the gauges are those of the whole process, which may run several instances.
+    pub fn owned(&self) -> Arc<OwnedShards> {
+        self.owned.clone()
+    }
+
+    /// This instance's `redis-gate` gate: its own writers ([`Gate::live_writers`]), where the
+    /// gauge `seckill_gate_writers` sums every instance of the process.
+    pub fn gate(&self) -> Arc<Gate> {
+        self.gate.clone()
+    }
+
     /// A handle to stop the server gracefully (drains in-flight requests).
     pub fn handle(&self) -> actix_web::dev::ServerHandle {
         self.server.handle()

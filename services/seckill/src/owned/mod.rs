@@ -141,6 +141,18 @@ impl OwnedShards {
         }
     }
 
+    /// The sales this instance keeps an owner (and its batcher) for: what the gauge
+    /// `seckill_sale_owners` shows, for this instance alone where a process runs several.
+    pub fn sale_owners(&self) -> usize {
+        self.owners.lock().unwrap().len()
+    }
+
+    /// Placement's entries about sales (the gauge `seckill_placement_entries`), for this
+    /// instance alone.
+    pub fn placement_entries(&self) -> usize {
+        self.placement.entries()
+    }
+
     /// Tells the other instances that this one needs stock of `sku`.
     pub async fn ask_for_stock(&self, sku: &Sku) -> Result<(), InventoryError> {
         self.placement.ask_for_stock(sku).await

@@ -529,9 +529,10 @@ async fn a_durable_order_past_its_deadline_is_unknown_not_busy_and_so_is_its_rep
     assert_eq!(orders_with_ref(&sku, body["order_id"].as_i64().unwrap()).await, 1);
 }
 
-/// Running gate writers of every instance in this test process (the gauge is process-wide).
-async fn live_writers(app: &TestApp) -> i64 {
-    app.metric("seckill_gate_writers").await as i64
+/// The gate writers running on `app` itself (the gauge `seckill_gate_writers` counts every
+/// instance of the test process).
+fn live_writers(app: &TestApp) -> usize {
+    app.gate.live_writers()
 }
 
 /// A sale's writer is freed when the sale leaves the gate (reset to another strategy), is deleted,
@@ -549,7 +550,7 @@ async fn gate_writers_stop_when_their_sale_needs_them_no_more() {
     let selling = app.create_sale(sale(10, 2, 2, "redis-gate")).await;
     assert_eq!(buy(&app, &selling, "writer-user", 1, None).await.0, StatusCode::CREATED);
     // Four of them are sold out by their one order: their writers may have stopped already.
-    let running = live_writers(&app).await;
+    let running = live_writers(&app);
     assert!(running >= 9, "one writer per sale still selling: {running}");
 
     for (i, sku) in skus.iter().enumerate() {
@@ -563,8 +564,8 @@ async fn gate_writers_stop_when_their_sale_needs_them_no_more() {
         }
     }
 
-    let freed = crate::helpers::eventually(async || live_writers(&app).await == 1).await;
-    assert!(freed, "writers still running: {} (1 expected: the sale still selling)", live_writers(&app).await);
+    let freed = crate::helpers::eventually(async || live_writers(&app) == 1).await;
+    assert!(freed, "writers still running: {} (1 expected: the sale still selling)", live_writers(&app));
     assert_eq!(buy(&app, &skus[2], "writer-user-2", 1, None).await.0, StatusCode::CONFLICT, "a sold-out sale stays sold out");
     assert_eq!(buy(&app, &selling, "writer-user-2", 1, None).await.0, StatusCode::CREATED);
     wait_drained(&selling).await;

@@ -1,8 +1,10 @@
 //! `spawn_app()`: a real service instance on a random port, and typed request helpers.
 
+use std::sync::Arc;
+
 use actix_web::dev::ServerHandle;
 use reqwest::{Response, StatusCode};
-use seckill::{config::Settings, startup::Application};
+use seckill::{config::Settings, lab::gate::Gate, owned::OwnedShards, startup::Application};
 use serde_json::{Value, json};
 
 pub(crate) const ADMIN_TOKEN: &str = "test-admin-token";
@@ -10,6 +12,10 @@ pub(crate) const ADMIN_TOKEN: &str = "test-admin-token";
 pub(crate) struct TestApp {
     pub(crate) address: String,
     pub(crate) http: reqwest::Client,
+    /// This instance's owned shards and gate: the metrics are the process's, summed or last set
+    /// over every instance a test binary runs.
+    pub(crate) owned: Arc<OwnedShards>,
+    pub(crate) gate: Arc<Gate>,
     handle: ServerHandle,
 }
 
@@ -35,8 +41,9 @@ pub(crate) async fn spawn_app_with(settings: Settings) -> TestApp {
     let app = Application::build(&settings).await.expect("the service starts against `make services`");
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();
+    let (owned, gate) = (app.owned(), app.gate());
     tokio::spawn(app.run_until_stopped());
-    TestApp { address, http: reqwest::Client::new(), handle }
+    TestApp { address, http: reqwest::Client::new(), owned, gate, handle }
 }
 
 /// A SKU no other test uses.

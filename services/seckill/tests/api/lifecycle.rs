@@ -10,7 +10,7 @@ use seckill::{config::Settings, domain::ReturnPath};
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db_at, explain, insert_bulk_orders, spawn_app_with},
+    helpers::{BULK_ORDERS, ScratchApp, TestApp, assert_error, buffers_touched, db, db_at, explain, insert_bulk_orders, spawn_app_with},
     owned::owner_settings,
 };
 
@@ -212,12 +212,24 @@ async fn pay(app: &TestApp, order: &Bought) -> bool {
 /// not depend on the race's timing, so the control fails however slow the machine is.
 const PAID_AT_ONCE_EVERY: usize = 5;
 
+/// The control's sweepers expire paid orders of every sale whose window closed, the other race's
+/// included, so the two races never run at once, in one test process or two (cargo test runs
+/// them on threads, nextest in processes of their own): the lock is PostgreSQL's, and it is held
+/// as long as the connection returned.
+async fn one_race_at_a_time() -> tokio_postgres::Client {
+    const PAY_AGAINST_EXPIRY: i64 = 0x5ec_0001;
+    let client = db().await;
+    client.execute("SELECT pg_advisory_lock($1)", &[&PAY_AGAINST_EXPIRY]).await.unwrap();
+    client
+}
+
 /// Buys `orders` units over two instances with a short window, pays every fifth at once and each
 /// other at its deadline from alternating instances while both sweepers expire; answers (orders
 /// answered paid, orders whose final state is paid, audit, live view).
 async fn pay_against_expiry(state_checked: bool) -> (Vec<bool>, Vec<String>, Value, Value) {
     const ORDERS: usize = 40;
     const WINDOW_MS: u64 = 600;
+    let _alone = one_race_at_a_time().await;
     let mut settings = lifecycle_settings();
     settings.orders.expiry_checks_state = state_checked;
     let apps = [spawn_app_with(settings.clone()).await, spawn_app_with(settings).await];
