@@ -112,7 +112,7 @@ async fn extend_moves_a_fixed_lease_and_fails_once_it_is_lost() {
 async fn renewals_of_many_locks_are_batched() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
     let holder = client_with_lease(Duration::from_millis(600)).await;
     let mut guards = Vec::new();
     for _ in 0..50 {
@@ -156,7 +156,7 @@ fn counter(snapshotter: &Snapshotter, name: &str, outcome: Option<&str>) -> u64 
 async fn a_nearly_expired_lease_does_not_fail_the_renewals_of_its_batch() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
     let proxy = Proxy::start().await;
     let client = LockClient::builder(proxy.url())
         .connections(1)

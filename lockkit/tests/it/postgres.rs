@@ -487,11 +487,11 @@ async fn wait_behind_pgbouncer(waiter: LockClientBuilder, prefix: &str) -> Durat
 /// Behind a PgBouncer in transaction pooling mode, `LISTEN` succeeds but hears nothing. The
 /// client finds out at connect (a `NOTIFY` from another session never comes back) and its
 /// waiters poll, so a release grants the waiter before its wait runs out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn postgres_a_waiter_behind_a_transaction_pooling_pgbouncer_is_granted_after_a_release() {
     let recorder = metrics_util::debugging::DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
     let bouncer = PgBouncer::start(&database_url()).await;
 
     let waited = wait_behind_pgbouncer(LockClient::builder(bouncer.url()), &own_prefix("bouncer")).await;
