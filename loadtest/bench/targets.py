@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import disk
-from .memory import RSS_LIMIT_MIB
 from .capacity import WrkResult, representing
 from .cells import CellResult
 from .ceilings import PIPELINE
 from .latency import point_flag, server_us_per_order
 from .locks import LOCK_CONCURRENCIES, PEER_LIBRARIES
+from .memory import RSS_LIMIT_MIB
 from .settings import MODERATE_RATE
 
 TARGETS_DOC = {
