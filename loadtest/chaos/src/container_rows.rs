@@ -241,7 +241,12 @@ async fn execute(
     let mut faults = Vec::new();
     let (mut rounds, mut took_effect) = (Vec::new(), false);
     let injected = async {
-        for round in 1..=budget.max_fault_rounds {
+        let max_rounds = if row.is_control() {
+            budget.max_container_control_rounds
+        } else {
+            budget.max_fault_rounds
+        };
+        for round in 1..=max_rounds {
             let before = Ownership::read(&db, &apis[TARGET], &sku).await?;
             let at_ms = clock.now_ms();
             let action = hurt(row.fault, stack).await?;

@@ -116,6 +116,10 @@ pub struct Budget {
     pub fault_rounds: u32,
     /// Most rounds when an expected effect (e.g. a fence rejection) has not been seen yet.
     pub max_fault_rounds: u32,
+    /// Most rounds of the container control: a pause damages the stock only when it catches a
+    /// holder between its lease check and its write, and four rounds of it missed once (the
+    /// compose check of b07670f; it needed all four in one of the next two runs).
+    pub max_container_control_rounds: u32,
     /// How long a fault lasts (SIGSTOP, partition, Redis or PostgreSQL down, early expiries).
     #[serde(with = "ms")]
     pub fault_length: Duration,
@@ -169,6 +173,7 @@ impl Budget {
                 settle: Duration::from_secs(3),
                 fault_rounds: 3,
                 max_fault_rounds: 6,
+                max_container_control_rounds: 10,
                 fault_length: Duration::from_millis(3000),
                 fault_gap: Duration::from_millis(2000),
                 fault_phase_cap: Duration::from_secs(45),
@@ -184,9 +189,10 @@ impl Budget {
                 sale: main_sale,
                 // The rows that sell out (the controls, instance-kill, sweeper-kill, the container
                 // control) spend most of their time draining it. Their faults are over within
-                // about 30 s at worst (the container control's four rounds), when the slowest of
+                // about 30 s (the container control's first four rounds), when the slowest of
                 // them (redis-lock in dev-profile containers, about 380 units/s) has sold some
-                // 11 000 units: 15 000 still outlasts them.
+                // 11 000 units: 15 000 still outlasts them. The container control's rounds past
+                // the fourth run only when the first four did no damage.
                 control_sale: sale(15_000),
                 settling,
                 gate_sale: sale(10_000),
@@ -198,6 +204,7 @@ impl Budget {
                 settle: Duration::from_millis(1500),
                 fault_rounds: 1,
                 max_fault_rounds: 4,
+                max_container_control_rounds: 8,
                 fault_length: Duration::from_millis(2500),
                 fault_gap: Duration::from_millis(1000),
                 fault_phase_cap: Duration::from_secs(25),
@@ -256,6 +263,7 @@ mod tests {
             );
             assert!(b.request_timeout > Duration::from_millis(b.service.request_deadline_ms));
             assert!(b.fault_rounds <= b.max_fault_rounds);
+            assert!(b.max_fault_rounds <= b.max_container_control_rounds);
         }
         let (full, bounded) = (
             Budget::for_mode(Mode::Full),
