@@ -125,9 +125,9 @@ pub struct Owner {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Batch {
-    /// The longest a batch waits for more orders before committing (0 commits at once). It waits
-    /// only while orders arrive faster than that, and stops as soon as a full batch is pending: a
-    /// lone order waits for nothing.
+    /// The longest an order waits in a lingering batch for more orders before it is committed (0
+    /// commits at once). A batch waits only while orders arrive faster than that, and stops as
+    /// soon as a full batch is pending: a lone order waits for nothing.
     #[serde(rename = "linger_ms", with = "millis")]
     pub linger: Duration,
     /// Whether a batch takes its users and idempotency keys in ascending order, so that two
@@ -239,7 +239,7 @@ impl Default for Owner {
 
 impl Default for Batch {
     fn default() -> Self {
-        Self { linger: Duration::from_millis(8), sorted_locks: true }
+        Self { linger: Duration::from_millis(12), sorted_locks: true }
     }
 }
 

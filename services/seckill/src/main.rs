@@ -2,6 +2,12 @@
 
 use seckill::{config::Settings, startup::Application, telemetry};
 
+/// mimalloc rather than the system allocator: a request allocates and frees dozens of small
+/// buffers (headers, JSON, the order's strings), and glibc's malloc, `free` and consolidation
+/// took about a tenth of the service's CPU at 2000 orders/s (`perf record` on both instances).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[actix_web::main]
 async fn main() -> std::process::ExitCode {
     telemetry::init_tracing();

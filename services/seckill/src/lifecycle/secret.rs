@@ -11,7 +11,8 @@ const SECRET_BYTES: usize = 16;
 /// Derives and checks order secrets.
 #[derive(Clone)]
 pub struct OrderSecrets {
-    key: Vec<u8>,
+    /// The HMAC keyed once (the key's inner and outer pads hashed), cloned for each order.
+    keyed: Hmac<Sha256>,
 }
 
 impl std::fmt::Debug for OrderSecrets {
@@ -23,18 +24,24 @@ impl std::fmt::Debug for OrderSecrets {
 impl OrderSecrets {
     /// Secrets under `key`.
     pub fn new(key: Vec<u8>) -> Self {
-        Self { key }
+        Self { keyed: Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes a key of any length") }
     }
 
     fn mac(&self, order: i64) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        let mut mac = self.keyed.clone();
         mac.update(&order.to_be_bytes());
         mac
     }
 
     /// The secret of `order`, as handed to its buyer (hex).
     pub fn secret(&self, order: i64) -> String {
-        self.mac(order).finalize().into_bytes()[..SECRET_BYTES].iter().map(|b| format!("{b:02x}")).collect()
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut secret = String::with_capacity(2 * SECRET_BYTES);
+        for byte in &self.mac(order).finalize().into_bytes()[..SECRET_BYTES] {
+            secret.push(char::from(HEX[usize::from(byte >> 4)]));
+            secret.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
+        secret
     }
 
     /// Whether `given` is the secret of `order` (compared in constant time).
@@ -65,5 +72,12 @@ mod tests {
         assert!(!OrderSecrets::new(b"other".to_vec()).verify(7, &secret));
         assert!(!secrets.verify(7, &secret[..30]));
         assert!(!secrets.verify(7, "zz"));
+    }
+
+    #[test]
+    fn a_secret_is_the_hmac_sha256_of_the_order_id_truncated_to_128_bits_in_lowercase_hex() {
+        // HMAC-SHA256(key = "key", message = 7 as 8 big-endian bytes), first 16 bytes, computed
+        // with Python's hmac module: a change of encoding would strand every secret handed out.
+        assert_eq!(OrderSecrets::new(b"key".to_vec()).secret(7), "646ef7f12549fc8eacd5a6b97d2843aa");
     }
 }

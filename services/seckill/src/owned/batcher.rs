@@ -106,32 +106,36 @@ async fn run(owner: Arc<SaleOwner>, ctx: BatchContext) {
     }
 }
 
-/// Waits up to `longest` for more orders, while they arrive faster than that and fewer than a
-/// full batch are pending. Orders do not wake it one by one (`SaleOwner::decide` notifies only
-/// the first order and a full batch): it looks again when the stream would count as stopped.
+/// Waits for more orders until the oldest pending one has waited `longest`, while they arrive
+/// faster than that and fewer than a full batch are pending. Orders do not wake it one by one
+/// (`SaleOwner::decide` notifies only the first order and a full batch): it looks again when the
+/// stream would count as stopped.
+///
+/// The bound is the oldest order's wait, not the linger's own: orders decided while the previous
+/// batch was in flight have waited for it already, and an order that rode a batch which wrote
+/// nothing waits for nothing more.
 async fn linger(owner: &SaleOwner, longest: Duration) {
     if longest.is_zero() {
         return;
     }
-    let until = tokio::time::Instant::now() + longest;
     loop {
-        let stops = {
+        let (stops, until) = {
             let state = owner.state.lock().unwrap();
             if state.pending.len() >= BATCH_FULL {
                 return;
             }
-            match state.arrivals.dense_until(longest, std::time::Instant::now()) {
-                Some(stops) => tokio::time::Instant::from_std(stops),
-                None => return,
+            let Some(oldest) = state.pending.iter().map(|p| p.decided_at).min() else { return };
+            let now = std::time::Instant::now();
+            let until = oldest + longest;
+            match state.arrivals.dense_until(longest, now) {
+                Some(stops) if now < until => (tokio::time::Instant::from_std(stops), tokio::time::Instant::from_std(until)),
+                _ => return,
             }
         };
         tokio::select! {
             () = owner.work.notified() => {}
             () = tokio::time::sleep_until(stops.min(until)) => {}
             () = owner.stopped.cancelled() => return,
-        }
-        if tokio::time::Instant::now() >= until {
-            return;
         }
     }
 }

@@ -72,6 +72,8 @@ pub(crate) struct Pending {
     pub(crate) reply: oneshot::Sender<Decided>,
     /// How many batches carrying it wrote nothing (lost to contention, or found no connection).
     pub(crate) requeued: u8,
+    /// When it was decided: a batch lingers for no order longer than the linger.
+    pub(crate) decided_at: Instant,
 }
 
 /// One owned shard.
@@ -231,8 +233,9 @@ impl SaleOwner {
         }
         let parts = reserve(&mut state.shards, i64::from(request.quantity.get()))?;
         let (reply, decided) = oneshot::channel();
-        state.pending.push(Pending { request: request.clone(), parts, reply, requeued: 0 });
-        state.arrivals.record(Instant::now());
+        let now = Instant::now();
+        state.pending.push(Pending { request: request.clone(), parts, reply, requeued: 0, decided_at: now });
+        state.arrivals.record(now);
         // The batcher needs a wake-up for the first order (it may be idle) and for a full batch
         // (it may be lingering); the orders in between would only wake it, often on another
         // thread, to see that it should go on waiting.
