@@ -22,6 +22,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (20, include_str!("../../migrations/0020_expiry_plan_on_empty_tables.sql")),
     (21, include_str!("../../migrations/0021_buyer_counts_written_once.sql")),
     (22, include_str!("../../migrations/0022_plain_batches_skip_the_fold_and_the_count_update.sql")),
+    (23, include_str!("../../migrations/0023_batches_fold_returns_only_when_one_is_pending.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

@@ -188,6 +188,30 @@ async fn a_cancelled_unit_reaches_the_owner_and_is_sold_again() {
     assert_books(&audit);
 }
 
+/// A return pending on a shard its owner keeps selling is folded by the owner's next batch, not
+/// only when the shard is claimed again once empty: after one more order, nothing is pending and
+/// the unit counts in the stock. (Checked by hand against a batch function that never folds: this
+/// test fails there, and the one above still passes through the claim.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_owners_next_batch_folds_a_pending_return() {
+    let owner = spawn_app_with(lifecycle_settings()).await;
+    let other = spawn_app_with(lifecycle_settings()).await;
+    let sku = owner.create_sale(sale(100, 1, 600_000)).await;
+    let early = buy(&owner, &sku, "early").await.unwrap();
+    assert_eq!(lifecycle(&other, &early, Some("cancel"), &early.secret).await.status(), StatusCode::OK);
+    assert_eq!(owner.audit(&sku).await["pending_returns"].as_i64(), Some(1), "the return waits for the owner");
+
+    buy(&owner, &sku, "next").await.unwrap();
+
+    let audit = owner.audit(&sku).await;
+    assert_eq!(
+        (audit["pending_returns"].as_i64(), audit["returned"].as_i64(), audit["remaining"].as_i64()),
+        (Some(0), Some(1), Some(99)),
+        "{audit}"
+    );
+    assert_books(&audit);
+}
+
 /// The control: a return added to the shard's row outside its owner is overwritten by the owner's
 /// next absolute write, so the unit is never sold again and the books do not balance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
