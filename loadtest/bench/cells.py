@@ -39,20 +39,22 @@ class CellSpec:
     vus_limit: int  # k6 maxVUs: arrivals beyond this many buyers in flight are dropped
     pre_vus: int
     fraction: float | None = None  # latency points: share of the throughput cell's orders/s
+    round_no: int = 0  # the moderate point's round (1, 2, ...) when it runs in rounds, else 0
 
     @property
     def suffix(self) -> str:
         if self.kind == "throughput":
             return "-tp"
         if self.kind == "latency":
-            return f"-at{self.rate}"
+            return f"-at{self.rate}" + (f"-r{self.round_no}" if self.round_no else "")
         return ""
 
     @property
     def label(self) -> str:
         base = f"{self.strategy}/{self.shards}"
         if self.kind == "latency":
-            return f"{base} (latency, {round((self.fraction or 0) * 100)}%)"
+            run = f", round {self.round_no}" if self.round_no else ""
+            return f"{base} (latency, {round((self.fraction or 0) * 100)}%{run})"
         return base + (" (throughput)" if self.kind == "throughput" else "")
 
     def sku(self, run_id: str) -> str:

@@ -21,17 +21,17 @@ from pathlib import Path
 from . import ceilings, cpu, disk, locks, memory
 from .capacity import WrkSpec, capacity_specs, run_capacity
 from .cells import CellContext, CellResult, CellSpec, run_cell
-from .latency import latency_specs, latency_vus, point_flag, point_spec
+from .latency import latency_vus, plan_points, point_flag
 from .machine import git_info, machine_info
 from .processes import Instance, SetupError, k6_environment, log, log_findings, rel
 from .publish import print_summary, write_results
 from .quiet import ready
 from .result import RunResult
 from .settings import (BENCH_PAYMENT_WINDOW_MS, CAPACITY_CONNECTIONS, CAPACITY_STOCK, HOT_USERS, INSTANCES,
-                       LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN, MAIN_CELLS, MODERATE_RATE, PRESETS,
-                       REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS, SMOKE_STRATEGIES, STRATEGIES,
-                       THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel, Preset, instance_workers,
-                       pre_vus)
+                       LATENCY_DURATION_S, LATENCY_FRACTIONS, LOCKCTL_BIN, MAIN_CELLS, MODERATE_RATE, TARGET_ROUNDS,
+                       PRESETS, REQUEST_DEADLINE_MS, RESULTS, RUN_BASE, SECKILL_BIN, SHARDS, SMOKE_STRATEGIES,
+                       STRATEGIES, THROUGHPUT_USERS, WRK_CONNECTIONS, WRK_THREADS, WRK_TIMEOUT_S, LoadModel, Preset,
+                       instance_workers, pre_vus)
 from .stores import Pg, Redis, loopback_only, redis_server_pid
 from .targets import capacity_targets, evaluate_targets, memory_targets
 from .unpaid import UNITS, UnpaidSpec, run_unpaid
@@ -46,6 +46,9 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--latency", default=None, help="latency points of these strategy/shards (each needs its throughput "
                                                    f"cell), '' for none (default: {MAIN_CELLS}; smoke: none)")
     p.add_argument("--latency-duration", type=int, default=LATENCY_DURATION_S, help="seconds per latency point (default 10)")
+    p.add_argument("--target-rounds", type=int, default=TARGET_ROUNDS,
+                   help=f"runs of owned-shards' two target points ({MODERATE_RATE} arrivals/s and half its throughput "
+                        f"cell); each target takes its point's median round (default {TARGET_ROUNDS})")
     p.add_argument("--shards", default=",".join(map(str, SHARDS)), help="comma-separated shard counts (default: 1,20)")
     p.add_argument("--total", type=int, help="stock per cell (full 10000, smoke 300)")
     p.add_argument("--rate", type=int, help="k6 arrivals/s (full 4000, smoke 1000)")
@@ -173,7 +176,8 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "throughput_cells": [f"{n}/{sh}" for n, sh in plan.throughput],
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
             "latency_cells": [f"{n}/{sh}" for n, sh in plan.latency], "latency_fractions": list(LATENCY_FRACTIONS),
-            "latency_duration_s": args.latency_duration, "only_locks": args.only_locks,
+            "latency_duration_s": args.latency_duration, "target_rounds": args.target_rounds,
+            "only_locks": args.only_locks,
             "pipeline": ceilings.PIPELINE, "lock_backends": [be.name for be in plan.backends],
             "only_capacity": args.only_capacity, "capacity_cells": [c.label for c in plan.capacity],
             "lifecycle": None if plan.lifecycle is None else asdict(plan.lifecycle),
@@ -254,13 +258,7 @@ def run_matrix(plan: Plan, args: argparse.Namespace, ctx: CellContext, res: RunR
     for n, spec in enumerate(specs, 1):
         res.strategies.append(run_one(ctx, spec, n, len(specs), res))
     tp = {(c.strategy, c.shards): c for c in res.strategies if c.kind == "throughput"}
-    points = [s for key in plan.latency if key in tp and tp[key].orders_per_sec > 0
-              for s in latency_specs(tp[key], LATENCY_FRACTIONS, args.latency_duration)]
-    # The moderate load, unless a share of the throughput cell already offers that rate (one sale per rate).
-    owned = tp.get(("owned-shards", 20))
-    offered = {s.rate for s in points if s.strategy == "owned-shards"}
-    if owned and owned.orders_per_sec > 0 and ("owned-shards", 20) in plan.latency and MODERATE_RATE not in offered:
-        points.append(point_spec(owned, MODERATE_RATE, args.latency_duration))
+    points = plan_points(tp, plan.latency, LATENCY_FRACTIONS, args.latency_duration, args.target_rounds)
     for key in plan.latency:
         if key not in tp:
             log(f"latency points of {key[0]}/{key[1]}: not run (no throughput cell of it in this run)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import disk
 from .capacity import WrkResult, box_cpu_pct
 from .cells import CellResult
-from .latency import point_flag, server_us_per_order
+from .latency import medians, point_flag, server_us_per_order
 from .locks import CONTENDED_C, LOCK_CONCURRENCIES, PEER_LIBRARIES, REDLOCK_PEERS
 from .result import RunResult
 from .settings import MODERATE_RATE
@@ -192,16 +192,21 @@ def latency_rows(res: RunResult) -> list[str]:
          "a sale whose stock outlasts the load, with a VU pool of one second of arrivals (a quarter of it started up "
          "front) so that k6 sends every arrival (an open model). A point where k6 still dropped arrivals (`dropped_iterations`) fell back to a closed loop: "
          "its percentiles ignore the requests never sent, so it is flagged NOT VALID and left out of the chart. "
-         f"owned-shards has one more point at a fixed {MODERATE_RATE} arrivals/s (the moderate load of its cost target). "
+         f"owned-shards has one more point at a fixed {MODERATE_RATE} arrivals/s (the moderate load of its cost target)"
+         + (f". Its two target points, that one and 50%, run in {s['target_rounds']} rounds spread among the others, each "
+            "on its own sale: the cost target takes the moderate point's median round by server CPU per order, the p99 "
+            "target the 50% point's median round by p99. " if s.get("target_rounds", 1) > 1 else ". ") +
          "Each point follows a VACUUM ANALYZE and a CHECKPOINT and starts once the servers are quiet (under 10% of a core), so no "
          "earlier cell's or point's leftover work (autovacuum of the rows it wrote) counts. "
          "Server CPU per order: seckill + PostgreSQL + Redis over k6's whole run (the sale's setup and the teardown "
          "audit included), per order made.", "",
          f"![p99 against offered load per strategy]({LATENCY_SVG})", ""]
     rows = []
+    taken = medians(res.latency)
     for c in res.latency:
         flag = point_flag(c)
-        rows.append([c.strategy, str(c.shards), f"{(c.spec.fraction or 0) * 100:.0f}%", fmt(c.spec.rate), fmt(c.orders_per_sec),
+        run = f", round {c.spec.round_no}" + (" (median)" if c in taken else "") if c.spec.round_no else ""
+        rows.append([c.strategy, str(c.shards), f"{(c.spec.fraction or 0) * 100:.0f}%{run}", fmt(c.spec.rate), fmt(c.orders_per_sec),
                      fmt(c.p50_ms, 1), fmt(c.p90_ms, 1), fmt(c.p99_ms, 1), fmt(c.dropped_iterations), fmt(c.max_vus),
                      fmt(c.busy), fmt(c.errors), fmt((server_us_per_order(c) or {}).get("total")),
                      "ok" if not flag and not c.violations else f"**NOT VALID**: {flag}" if flag else "**VIOLATION**"])

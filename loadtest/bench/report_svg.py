@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from .cells import CellResult
-from .latency import point_flag
+from .latency import medians, point_flag
 from .result import RunResult
 from .settings import SHARDS, STRATEGIES
 
@@ -127,9 +127,13 @@ def svg_chart(res: RunResult) -> str:
 
 
 def latency_series(points: list[CellResult]) -> dict[str, list[CellResult]]:
-    """strategy/shards -> its points by offered rate (valid and flagged alike)."""
+    """strategy/shards -> its points by offered rate (valid and flagged alike); of a point run in
+    rounds, the median round alone."""
+    taken = medians(points)
     out: dict[str, list[CellResult]] = {}
     for c in points:
+        if c.spec.round_no and c not in taken:
+            continue
         out.setdefault(f"{c.strategy}/{c.shards}", []).append(c)
     return {name: sorted(ps, key=lambda c: c.spec.rate) for name, ps in out.items()}
 

@@ -4,13 +4,15 @@ violations do)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import disk
 from .capacity import WrkResult, representing
 from .cells import CellResult
 from .ceilings import PIPELINE
-from .latency import point_flag, server_us_per_order
+from .latency import (half_median, half_points, moderate_median, moderate_points, point_flag, server_us_per_order,
+                      server_us_total)
 from .locks import LOCK_CONCURRENCIES, PEER_LIBRARIES
 from .memory import RSS_LIMIT_MIB
 from .settings import MODERATE_RATE
@@ -280,7 +282,7 @@ def latency_targets(points: list[CellResult], http_floor: dict | None = None, di
     if not owned:
         return []
     out = []
-    moderate = next((c for c in owned if c.spec.rate == MODERATE_RATE), None)
+    moderate = moderate_median(owned)
     cost = server_us_per_order(moderate) if moderate else None
     if cost is None or point_flag(moderate):
         why = "not run" if moderate is None else point_flag(moderate) or "no CPU profile"
@@ -289,14 +291,16 @@ def latency_targets(points: list[CellResult], http_floor: dict | None = None, di
         out.append(_t("moderate_owned_cpu", cost["total"] <= 200,
                       f"{cost['total']:.0f} µs per order (seckill {cost['seckill']:.0f} + PostgreSQL {cost['postgres']:.0f} "
                       f"+ Redis {cost['redis']:.0f}) at {moderate.orders_per_sec:.0f} orders/s, {moderate.orders} orders"
+                      + rounds_of(moderate_points(owned), moderate, "µs per order", server_us_total)
                       + moderate_floor(http_floor)))
-    half = next((c for c in owned if c.spec.fraction == 0.5), None)
+    half = half_median(owned)
     if half is None or point_flag(half):
         out.append(_t("latency_owned_p99", False, "not run" if half is None else point_flag(half)))
     else:
         out.append(_t("latency_owned_p99", half.p99_ms <= 30,
                       f"p99 {half.p99_ms:.1f} ms at {half.spec.rate} arrivals/s, 50% of the k6 throughput cell (k6 cannot "
-                      "offer half of the wrk capacity on this box)" + flush_floor_of(disk_floor)))
+                      "offer half of the wrk capacity on this box)"
+                      + rounds_of(half_points(owned), half, "p99 ms", lambda c: c.p99_ms) + flush_floor_of(disk_floor)))
     return out
 
 
@@ -306,6 +310,20 @@ def flush_floor_of(disk_floor: dict | None) -> str:
     if not disk_floor:
         return ""
     return f"; the disk's flush floor in this run: {disk.describe(disk_floor)}"
+
+
+def rounds_of(rounds: list[CellResult], median: CellResult, unit: str, measure: Callable[[CellResult], float | None]) -> str:
+    """A target point's rounds, as its target's detail adds them ('' for a single run): which
+    round is the median, and each round's `measure` in `unit` (or why it cannot be quoted)."""
+    if len(rounds) <= 1:
+        return ""
+
+    def one(c: CellResult) -> str:
+        m = measure(c)
+        return point_flag(c) or ("not measured" if m is None else f"{m:.{0 if m >= 100 else 1}f}")
+
+    return (f"; the median of {len(rounds)} rounds (round {median.spec.round_no}; {unit} by round: "
+            + ", ".join(one(c) for c in rounds) + ")")
 
 
 def moderate_floor(http_floor: dict | None) -> str:

@@ -11,9 +11,9 @@ CLEAN_AUDIT = {"total": 300, "sold": 300, "remaining": 0, "oversold": 0, "duplic
 
 
 def cell(strategy: str = "db-atomic", shards: int = 20, kind: str = "mission", fraction: float | None = None,
-         rate: int = 4000, **fields) -> CellResult:
+         rate: int = 4000, round_no: int = 0, **fields) -> CellResult:
     spec = CellSpec(strategy=strategy, shards=shards, kind=kind, total=300, users=10000, rate=rate, duration_s=3,
-                    vus_limit=200, pre_vus=40, fraction=fraction)
+                    vus_limit=200, pre_vus=40, fraction=fraction, round_no=round_no)
     audit = {**CLEAN_AUDIT, **fields.pop("audit", {})}
     defaults = dict(sku=spec.sku("r1"), k6_exit=0, k6_verdict="pass", audit=audit, oversold=audit["oversold"],
                     stranded=audit["stranded"], sold=audit["sold"], orders=200, orders_per_sec=100.0, acked=200,

@@ -36,6 +36,18 @@ def test_a_latency_point_with_dropped_arrivals_is_flagged_not_valid():
     assert rows[1].endswith("| **NOT VALID**: 40 arrivals dropped (open model lost) |")
 
 
+def test_the_rounds_of_the_moderate_point_are_listed_and_the_median_named():
+    rounds = [cell("owned-shards", kind="latency", fraction=0.6, rate=2000, round_no=n, orders=20_000, k6_wall_s=10.0,
+                   cpu_profile={"seckill": cpu}) for n, cpu in ((1, 40.0), (2, 20.0), (3, 30.0))]
+
+    lines = latency_rows(run(latency=rounds, settings={**run().settings, "target_rounds": 3}))
+
+    rows = [line for line in lines if line.startswith("| owned-shards |")]
+    assert ["| 60%, round 3 (median) |" in r for r in rows] == [False, False, True]
+    assert "| 60%, round 1 |" in rows[0]
+    assert any("run in 3 rounds spread among the others" in line for line in lines)
+
+
 def test_backends_that_did_not_run_say_why_and_the_others_show_p99():
     lk = {"duration_ms": 500, "pipeline": 16, "backends": {
         "redis": {"label": "one Redis", "kind": "redis", "nodes": ["127.0.0.1:6390"], "runs": [
