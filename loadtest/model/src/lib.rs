@@ -78,7 +78,7 @@
 //! | `ClaimAnswered` | `take_shard` after `Db::claim_shard` (`src/store/owners.rs`): `SaleOwner::adopt` when stock > 0; empty: `Surrendered { empty: true }`; refused: `ShardLocks::reseed_from_store` then release |
 //! | `ClaimTimeout` | `owners.rs` `bounded` (`OwnerWriteError::Unanswered`) and `take_shard`'s `Err` arm: the guard is surrendered; the claim may still land |
 //! | `SendBatch` | `src/owned/batcher.rs` `spawn`'s loop, `take_batch` (orders on shards no longer owned go back) and `commit` up to `Db::commit_batch` (`SaleOwner::batch_shards`: fence and committed stock per shard) |
-//! | `StoreBatch` | `migrations/0001_schema.sql` `seckill_commit_batch` (a refusal is counted in `fence_refusals`): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
+//! | `StoreBatch` | `seckill_commit_orders` (`migrations/0024_batches_answer_replays.sql`) (a refusal is counted in `fence_refusals`): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
 //! | `BatchAnswered` | `batcher::commit`'s match: `committed` (then `finished_shards`), the `Deposed` arm (`forget`, `give_back`, orders on other shards back to pending), the `StaleSale` arm (`SaleOwner::close`) |
 //! | `BatchTimeout` | `commit`'s last `Err` arm: unknown fate, `forget(touched)`, every order answered `Failed` |
 //! | `Expire` | a lease that lockkit's watchdog did not renew (`lockkit/src/watchdog.rs`), or a process paused past it |
@@ -97,7 +97,7 @@
 //!   each take the owner's mutex once, so that holds; `take_shard`'s hint read, lock and claim
 //!   are separate awaits, which the model collapses (another instance's steps can still fall
 //!   between the lock and the claim's answer, which is what matters to item 1).
-//! - **The store is one serial actor.** `seckill_claim` and `seckill_commit_batch` run as if one
+//! - **The store is one serial actor.** `seckill_claim` and `seckill_commit_orders` run as if one
 //!   after the other, which the row locks (`FOR UPDATE` on `shards`) give for one shard's row.
 //! - **Orders are one unit without an idempotency key and without a per-user limit.** Multi-shard
 //!   orders (`reserve` gathering over several shards), `UserLimit` and `Duplicate` outcomes

@@ -119,7 +119,7 @@ impl OwnedShardsModel {
         }
     }
 
-    /// `seckill_commit_batch`.
+    /// `seckill_commit_orders`.
     fn run_batch(&self, state: &mut State, batch: &Batch) -> Outcome {
         if batch.generation != state.store.generation {
             return Outcome::StaleSale;

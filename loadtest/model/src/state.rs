@@ -148,7 +148,7 @@ pub struct BatchShard {
     pub committed: i8,
 }
 
-/// A batch commit (`seckill_commit_batch`'s arguments).
+/// A batch commit (`seckill_commit_orders`' arguments).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Batch {
     /// The sender.

@@ -278,8 +278,8 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: 
     }
     let mut replies = Vec::with_capacity(batch.orders.len());
     for (order, outcome) in batch.orders.into_iter().zip(&written.orders) {
-        let decided = match *outcome {
-            OrderOutcome::Accepted(order_id) => {
+        let decided = match outcome {
+            &OrderOutcome::Accepted(order_id) => {
                 // Only the claims it was written under: a shard claimed again meanwhile read
                 // the stock after this batch.
                 for (claim, take) in &order.parts {
@@ -297,13 +297,17 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: 
                     fence: first.fence,
                 })
             }
-            OrderOutcome::UserLimit | OrderOutcome::Duplicate => {
+            OrderOutcome::UserLimit | OrderOutcome::Earlier(_) | OrderOutcome::Duplicate => {
                 for (claim, take) in &order.parts {
                     if let Some(owned) = state.owned_mut(*claim) {
                         owned.available += i64::from(*take);
                     }
                 }
-                if *outcome == OrderOutcome::UserLimit { Decided::UserLimit } else { Decided::Duplicate }
+                match outcome {
+                    OrderOutcome::UserLimit => Decided::UserLimit,
+                    OrderOutcome::Earlier(record) => Decided::Earlier(record.clone()),
+                    _ => Decided::Duplicate,
+                }
             }
         };
         replies.push((order.reply, decided));

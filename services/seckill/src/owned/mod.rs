@@ -56,6 +56,9 @@ use crate::{
 pub enum OwnedAttempt {
     /// Committed.
     Bought(OrderRecord),
+    /// The request's idempotency key belongs to this committed order: the caller answers the
+    /// replay, or refuses the key's reuse.
+    Earlier(OrderRecord),
     /// Neither memory nor a free shard has the units now; the caller checks whether the sale is
     /// sold out, and otherwise asks the other instances for stock and tries again.
     NoStock,
@@ -114,6 +117,7 @@ impl OwnedShards {
                         owner.limit_refused(request);
                         return Err(BuyError::UserLimit);
                     }
+                    Ok(Decided::Earlier(record)) => return Ok(OwnedAttempt::Earlier(record)),
                     Ok(Decided::Duplicate) => return Err(BuyError::DuplicateKey),
                     Ok(Decided::Failed(e)) => return Err(BuyError::Api(e)),
                     Ok(Decided::Retry) => continue,

@@ -55,7 +55,9 @@ pub(crate) enum Decided {
     Committed(OrderRecord),
     /// The per-user limit refused it.
     UserLimit,
-    /// Its idempotency key was used already.
+    /// Its idempotency key belongs to this committed order.
+    Earlier(OrderRecord),
+    /// Its idempotency key was used already, by an order the batch did not read.
     Duplicate,
     /// Nothing was written (the shard was lost or the batch refused): decide again elsewhere.
     Retry,

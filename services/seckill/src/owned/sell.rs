@@ -32,6 +32,7 @@ impl OwnedShards {
         loop {
             match self.buy(&sale, fencing, request, deadline).await {
                 Ok(OwnedAttempt::Bought(record)) => return Ok(Purchase { record, replayed: false }),
+                Ok(OwnedAttempt::Earlier(prior)) => return Purchase::replay(request, prior),
                 Ok(OwnedAttempt::SaleChanged) => {
                     sale = catalog.reload(&sale.sku).await?;
                     if sale.spec.strategy.owned_fencing() != Some(fencing) {

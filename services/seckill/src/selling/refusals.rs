@@ -38,10 +38,7 @@ impl Catalog {
         let Some(key) = &request.idempotency_key else { return Ok(None) };
         match self.db().order_by_key(&sale.sku, key).await? {
             None => Ok(None),
-            Some(prior) if prior.user_id == request.user_id.as_str() && prior.quantity == request.quantity.get() => {
-                Ok(Some(Purchase { record: prior, replayed: true }))
-            }
-            Some(_) => Err(Refusal::IdempotencyKeyReused.into()),
+            Some(prior) => Purchase::replay(request, prior).map(Some),
         }
     }
 

@@ -29,6 +29,19 @@ pub struct OrderRecord {
 impl OrderRecord {
     /// The fence of an order written without one: 0, as stored and answered.
     pub const NO_FENCE: Fence = Fence::new(0);
+
+    /// The order of `sku` in `row`'s columns from `at` on: id, buyer, quantity, first shard and
+    /// fence, as `orders` stores them.
+    pub(crate) fn from_row(sku: &Sku, row: &tokio_postgres::Row, at: usize) -> Self {
+        Self {
+            order_id: row.get(at),
+            sku: sku.to_string(),
+            user_id: row.get(at + 1),
+            quantity: row.get::<_, i32>(at + 2) as u32,
+            shard: ShardId::new(row.get::<_, i32>(at + 3) as u32),
+            fence: fence_from_sql(row.get(at + 4)),
+        }
+    }
 }
 
 /// How the commit guards each shard write (see `seckill_commit` in the migration).
@@ -164,14 +177,7 @@ impl Db {
         let by_key =
             client.prepare_cached("SELECT id, user_id, quantity, shard, fence FROM orders WHERE sku = $1 AND idempotency_key = $2").await?;
         let row = client.query_opt(&by_key, &[&sku.as_str(), &key]).await?;
-        Ok(row.map(|r| OrderRecord {
-            order_id: r.get(0),
-            sku: sku.to_string(),
-            user_id: r.get(1),
-            quantity: r.get::<_, i32>(2) as u32,
-            shard: ShardId::new(r.get::<_, i32>(3) as u32),
-            fence: fence_from_sql(r.get(4)),
-        }))
+        Ok(row.map(|r| OrderRecord::from_row(sku, &r, 0)))
     }
 }
 

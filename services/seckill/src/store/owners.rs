@@ -1,5 +1,6 @@
 //! What a shard owner writes: the claim that takes a shard over, and the batch commit that
-//! writes everything it decided since (see `migrations/0001_schema.sql`, `seckill_claim` and `seckill_commit_batch`).
+//! writes everything it decided since (see `migrations/0001_schema.sql`, `seckill_claim`, and
+//! `seckill_commit_orders` in `migrations/0024_batches_answer_replays.sql`).
 //!
 //! Both run on the critical pool, whose connections carry a `statement_timeout` and a TCP user
 //! timeout below the lease, and both are bounded on the client side too: a batch that does not
@@ -10,10 +11,10 @@ use std::time::{Duration, SystemTime};
 use deadpool_postgres::Object;
 use lockkit::Fence;
 
-use super::{Db, StoreError};
+use super::{Db, OrderRecord, StoreError};
 use crate::{
     domain::Sale,
-    domain::{Fencing, OrderRequest, ShardClaim, ShardId},
+    domain::{Fencing, OrderRequest, ShardClaim, ShardId, Sku},
 };
 
 /// A shard of a batch as its owner knows it.
@@ -48,13 +49,17 @@ pub enum LockOrder {
 }
 
 /// What became of one order of a committed batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OrderOutcome {
     /// Written, with this order id.
     Accepted(i64),
     /// The per-user limit refused it; its units stay with the shard.
     UserLimit,
-    /// Its idempotency key was already used; its units stay with the shard.
+    /// Its idempotency key belongs to this committed order (a replay, or the key reused for
+    /// another buyer or quantity); its units stay with the shard.
+    Earlier(OrderRecord),
+    /// Its idempotency key was already used, by an order of the same batch or of another
+    /// instance's batch committed meanwhile; its units stay with the shard.
     Duplicate,
 }
 
@@ -194,15 +199,17 @@ impl Db {
                 .await
         })
         .await?;
-        batch_outcome(&rows, orders.len()).map_err(|e| OwnerWriteError::Store(StoreError::Unexpected(e)))
+        batch_outcome(&sale.sku, &rows, orders.len()).map_err(|e| OwnerWriteError::Store(StoreError::Unexpected(e)))
     }
 }
 
-/// The batch commit, as prepared on each connection of the critical pool.
-const COMMIT_BATCH: &str = "SELECT ord, outcome, order_id, shard, units FROM seckill_commit_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+/// The batch commit, as prepared on each connection of the critical pool. An `earlier` row
+/// carries the committed order in `order_id, buyer, units, shard, fence` (`OrderRecord::from_row`).
+const COMMIT_BATCH: &str = "SELECT ord, outcome, order_id, buyer, units, shard, fence \
+                            FROM seckill_commit_orders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
 
-/// Reads the rows of `seckill_commit_batch`.
-fn batch_outcome(rows: &[tokio_postgres::Row], orders: usize) -> Result<BatchOutcome, String> {
+/// Reads the rows of `seckill_commit_orders` for a batch of `orders` orders of `sku`.
+fn batch_outcome(sku: &Sku, rows: &[tokio_postgres::Row], orders: usize) -> Result<BatchOutcome, String> {
     let mut deposed = Vec::new();
     let mut returned = Vec::new();
     let mut outcomes = vec![None; orders];
@@ -210,14 +217,15 @@ fn batch_outcome(rows: &[tokio_postgres::Row], orders: usize) -> Result<BatchOut
         let outcome: &str = row.get(1);
         match outcome {
             "stale_sale" => return Ok(BatchOutcome::StaleSale),
-            "deposed" => deposed.push(ShardId::new(row.get::<_, i32>(3) as u32)),
-            "returned" => returned.push((ShardId::new(row.get::<_, i32>(3) as u32), i64::from(row.get::<_, i32>(4)))),
+            "deposed" => deposed.push(ShardId::new(row.get::<_, i32>(5) as u32)),
+            "returned" => returned.push((ShardId::new(row.get::<_, i32>(5) as u32), i64::from(row.get::<_, i32>(4)))),
             _ => {
                 let ord: i32 = row.get(0);
                 let slot = outcomes.get_mut((ord as usize).wrapping_sub(1)).ok_or(format!("batch outcome for order {ord}"))?;
                 *slot = Some(match outcome {
                     "ok" => OrderOutcome::Accepted(row.get(2)),
                     "user_limit" => OrderOutcome::UserLimit,
+                    "earlier" => OrderOutcome::Earlier(OrderRecord::from_row(sku, row, 2)),
                     "duplicate" => OrderOutcome::Duplicate,
                     other => return Err(format!("unknown batch outcome {other:?}")),
                 });

@@ -187,7 +187,7 @@ async fn a_buyer_refused_for_the_limit_is_refused_from_memory_while_trusted() {
     }
 }
 
-/// One batch, as the owner of shards 0 and 1 (fence 7) sends it to `seckill_commit_batch`.
+/// One batch, as the owner of shards 0 and 1 (fence 7) sends it to `seckill_commit_orders`.
 struct Batch {
     orders: Vec<(&'static str, i32, Option<&'static str>)>,
     parts: Vec<(i32, i32, i32)>,
@@ -212,6 +212,20 @@ impl Batch {
 
     /// The rows' first column of `prefix` + the batch's commit, on `db`.
     async fn commit_with(&self, db: &tokio_postgres::Client, prefix: &str, sku: &str, generation: i64, fence: i64) -> Vec<String> {
+        let rows = self.rows(db, prefix, "outcome", sku, generation, fence).await;
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// The rows of `prefix` + the batch's commit on `db`, with the function's `columns`.
+    async fn rows(
+        &self,
+        db: &tokio_postgres::Client,
+        prefix: &str,
+        columns: &str,
+        sku: &str,
+        generation: i64,
+        fence: i64,
+    ) -> Vec<tokio_postgres::Row> {
         let users: Vec<&str> = self.orders.iter().map(|o| o.0).collect();
         let quantities: Vec<i32> = self.orders.iter().map(|o| o.1).collect();
         let keys: Vec<Option<&str>> = self.orders.iter().map(|o| o.2).collect();
@@ -221,16 +235,16 @@ impl Batch {
             self.parts.iter().map(|p| p.2).collect(),
         );
         let committed: Vec<i32> = vec![100, 100];
-        let call = "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, true, '{0,1}', ARRAY[$3::bigint, $3::bigint], $4, \
-                    ARRAY[now(), now()], $5, $6, $7, $8, $9, $10) ORDER BY ord";
-        let rows = db
-            .query(
-                &format!("{prefix}{call}"),
-                &[&sku, &generation, &fence, &committed, &users, &quantities, &keys, &part_order, &part_shard, &part_take],
-            )
-            .await
-            .unwrap();
-        rows.iter().map(|r| r.get(0)).collect()
+        let call = format!(
+            "SELECT {columns} FROM seckill_commit_orders($1, $2, 2, true, true, '{{0,1}}', ARRAY[$3::bigint, $3::bigint], $4, \
+             ARRAY[now(), now()], $5, $6, $7, $8, $9, $10) ORDER BY ord"
+        );
+        db.query(
+            &format!("{prefix}{call}"),
+            &[&sku, &generation, &fence, &committed, &users, &quantities, &keys, &part_order, &part_shard, &part_take],
+        )
+        .await
+        .unwrap()
     }
 }
 
@@ -264,10 +278,12 @@ async fn the_batch_function_decides_each_order_as_the_loop_did() {
         outcomes(Batch::on_shard_0(vec![("ann", 1, None), ("ann", 1, None), ("dan", 3, None)])).await,
         ["ok", "user_limit", "user_limit"]
     );
-    // A key repeated within the batch, and one matching an earlier order.
+    // A key repeated within the batch, and keys matching an earlier order: its replay, and its
+    // reuse by another buyer, both answered with that order (the instance tells them apart).
     assert_eq!(
-        outcomes(Batch::on_shard_0(vec![("eve", 1, Some("e1")), ("eve", 1, Some("e1")), ("fay", 1, Some("a1"))])).await,
-        ["ok", "duplicate", "duplicate"]
+        outcomes(Batch::on_shard_0(vec![("eve", 1, Some("e1")), ("eve", 1, Some("e1")), ("ann", 1, Some("a1")), ("fay", 1, Some("a1"))]))
+            .await,
+        ["ok", "duplicate", "earlier", "earlier"]
     );
     // Orders over several shards.
     let spread = Batch { orders: vec![("gus", 2, Some("g1")), ("hal", 1, None)], parts: vec![(1, 0, 1), (1, 1, 1), (2, 1, 1)] };
@@ -293,6 +309,41 @@ async fn the_batch_function_decides_each_order_as_the_loop_did() {
         db.query("SELECT remaining FROM shards WHERE sku = $1 ORDER BY shard", &[&sku]).await.unwrap().iter().map(|r| r.get(0)).collect();
     // Each batch writes its committed stock (100) minus what it took, as the owner's memory would.
     assert_eq!(remaining, [99, 98], "the last batch that wrote: gus's 1 + hal's 1 from shard 1, gus's 1 from shard 0");
+}
+
+/// A key that a committed order holds comes back with that order, from the batch itself: its id,
+/// buyer, quantity, first shard and fence as `orders` has them, for a replay and for the key's
+/// reuse by another buyer alike (the instance tells them apart), within the batch too.
+#[tokio::test]
+async fn a_batch_answers_a_used_key_with_the_order_that_holds_it() {
+    let app = spawn_app_with(test_settings()).await;
+    let db = db().await;
+    let (sku, generation) = sale_for_batches(&app, &db).await;
+    let spread = Batch { orders: vec![("gus", 2, Some("g1"))], parts: vec![(1, 1, 1), (1, 0, 1)] };
+    assert_eq!(spread.commit(&sku, generation, 7).await, ["ok"]);
+    let stored = db
+        .query_one("SELECT id, user_id, quantity, shard, fence FROM orders WHERE sku = $1 AND idempotency_key = 'g1'", &[&sku])
+        .await
+        .unwrap();
+    let stored = (
+        stored.get::<_, i64>(0),
+        stored.get::<_, String>(1),
+        stored.get::<_, i32>(2),
+        stored.get::<_, i32>(3),
+        stored.get::<_, i64>(4),
+    );
+    assert_eq!((stored.1.as_str(), stored.2, stored.3, stored.4), ("gus", 2, 0, 7), "the first shard and the owner's fence");
+
+    let again = Batch::on_shard_0(vec![("gus", 2, Some("g1")), ("hal", 1, Some("g1")), ("ivy", 1, Some("i1"))]);
+    let rows = again.rows(&db, "", "outcome, order_id, buyer, units, shard, fence", &sku, generation, 7).await;
+
+    let answered: Vec<(String, Option<i64>, Option<String>, Option<i32>, Option<i32>, Option<i64>)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
+    let earlier = ("earlier".to_string(), Some(stored.0), Some(stored.1), Some(stored.2), Some(stored.3), Some(stored.4));
+    assert_eq!(answered[..2], [earlier.clone(), earlier]);
+    assert_eq!((answered[2].0.as_str(), answered[2].2.as_deref()), ("ok", None));
+    let orders: i64 = db.query_one("SELECT count(*) FROM orders WHERE sku = $1", &[&sku]).await.unwrap().get(0);
+    assert_eq!(orders, 2, "the used key wrote nothing");
 }
 
 /// The duplicate-key probe as migration 0013 wrote it, alone in a function planned as the batch
@@ -404,7 +455,7 @@ async fn opposite_batches(sorted: bool, contended: Contended) -> [Result<Vec<Str
             let part_order: Vec<i32> = (1..=orders).collect();
             let rows = client
                 .query(
-                    "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, $3, ARRAY[$4::int], ARRAY[$5::bigint], '{100}', \
+                    "SELECT outcome FROM seckill_commit_orders($1, $2, 2, true, $3, ARRAY[$4::int], ARRAY[$5::bigint], '{100}', \
                      ARRAY[now()], $6, array_fill(1, ARRAY[$7::int]), $8, $9, array_fill($4::int, ARRAY[$7::int]), \
                      array_fill(1, ARRAY[$7::int])) ORDER BY ord",
                     &[&sku, &generation, &sorted, &shard, &fence, &users, &orders, &keys, &part_order],
@@ -535,7 +586,7 @@ async fn two_deposed_batches_at_once_are_both_refused_and_counted() {
         batches.push(tokio::spawn(async move {
             client
                 .query(
-                    "SELECT outcome FROM seckill_commit_batch($1, $2, 2, true, true, '{0}', '{6}', '{100}', ARRAY[now()], \
+                    "SELECT outcome FROM seckill_commit_orders($1, $2, 2, true, true, '{0}', '{6}', '{100}', ARRAY[now()], \
                      ARRAY[$3], '{1}', ARRAY[NULL::text], '{1}', '{0}', '{1}')",
                     &[&sku, &generation, &user],
                 )

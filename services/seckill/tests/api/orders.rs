@@ -6,37 +6,45 @@ use serde_json::{Value, json};
 
 use crate::helpers::{assert_error, db, eventually, sale_body, spawn_app, spawn_app_with, test_settings};
 
+/// A replay answers the order its key made, for the per-request strategies (a lookup after the
+/// commit found the key used) and owned-shards (the batch answers with the order that holds it).
 #[tokio::test]
 async fn an_order_is_created_and_a_replay_returns_it_without_a_second_order() {
     let app = spawn_app().await;
-    let sku = app.create_sale(sale_body(100, 4, "sharded-fenced")).await;
+    for strategy in ["sharded-fenced", "owned-shards"] {
+        let sku = app.create_sale(sale_body(100, 4, strategy)).await;
 
-    let first = app.order(&sku, "alice", 2, Some("order-1")).await;
-    assert_eq!(first.status(), StatusCode::CREATED);
-    let first: Value = first.json().await.unwrap();
-    let replay = app.order(&sku, "alice", 2, Some("order-1")).await;
-    assert_eq!(replay.status(), StatusCode::OK);
-    let replay: Value = replay.json().await.unwrap();
+        let first = app.order(&sku, "alice", 2, Some("order-1")).await;
+        assert_eq!(first.status(), StatusCode::CREATED, "{strategy}");
+        let first: Value = first.json().await.unwrap();
+        let replay = app.order(&sku, "alice", 2, Some("order-1")).await;
+        assert_eq!(replay.status(), StatusCode::OK, "{strategy}");
+        let replay: Value = replay.json().await.unwrap();
 
-    assert_eq!(first, replay);
-    for field in ["order_id", "sku", "user_id", "quantity", "shard", "fence"] {
-        assert!(!first[field].is_null(), "{field} in {first}");
+        assert_eq!(first, replay, "{strategy}");
+        for field in ["order_id", "sku", "user_id", "quantity", "shard", "fence"] {
+            assert!(!first[field].is_null(), "{field} in {first}");
+        }
+        assert!(first["fence"].as_i64().unwrap() >= 1, "{strategy} orders carry their fence");
+        let audit = app.audit(&sku).await;
+        assert_eq!(audit["sold"], 2, "{strategy}");
     }
-    assert!(first["fence"].as_i64().unwrap() >= 1, "sharded-fenced orders carry their fence");
-    let audit = app.audit(&sku).await;
-    assert_eq!(audit["sold"], 2);
 }
 
 #[tokio::test]
 async fn a_key_reused_for_a_different_order_is_refused() {
     let app = spawn_app().await;
-    let sku = app.create_sale(sale_body(100, 4, "sharded-fenced")).await;
-    assert_eq!(app.order(&sku, "alice", 1, Some("shared-key")).await.status(), StatusCode::CREATED);
+    for strategy in ["sharded-fenced", "owned-shards"] {
+        let sku = app.create_sale(sale_body(100, 4, strategy)).await;
+        assert_eq!(app.order(&sku, "alice", 1, Some("shared-key")).await.status(), StatusCode::CREATED, "{strategy}");
 
-    let other = app.order(&sku, "bob", 1, Some("shared-key")).await;
+        let other = app.order(&sku, "bob", 1, Some("shared-key")).await;
+        let more = app.order(&sku, "alice", 2, Some("shared-key")).await;
 
-    assert_error(other, StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused").await;
-    assert_eq!(app.audit(&sku).await["sold"], 1);
+        assert_error(other, StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused").await;
+        assert_error(more, StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused").await;
+        assert_eq!(app.audit(&sku).await["sold"], 1, "{strategy}");
+    }
 }
 
 #[tokio::test]

@@ -134,7 +134,7 @@ async fn the_batch_function_refuses_a_previous_generation() {
     let lease_until = "2030-01-01 00:00:00+00";
     let batch = |generation: i64, fence: i64| {
         format!(
-            "SELECT outcome FROM seckill_commit_batch('{sku}', {generation}, 10, true, true, '{{0}}', '{{{fence}}}', '{{20}}', \
+            "SELECT outcome FROM seckill_commit_orders('{sku}', {generation}, 10, true, true, '{{0}}', '{{{fence}}}', '{{20}}', \
              '{{\"{lease_until}\"}}', '{{u}}', '{{1}}', '{{NULL}}', '{{1}}', '{{0}}', '{{1}}')"
         )
     };
