@@ -311,6 +311,9 @@ async fn the_batch_function_decides_each_order_as_the_loop_did() {
     assert_eq!(remaining, [99, 98], "the last batch that wrote: gus's 1 + hal's 1 from shard 1, gus's 1 from shard 0");
 }
 
+/// An outcome row with the order it names: outcome, order id, buyer, units, shard, fence.
+type EarlierRow = (String, Option<i64>, Option<String>, Option<i32>, Option<i32>, Option<i64>);
+
 /// A key that a committed order holds comes back with that order, from the batch itself: its id,
 /// buyer, quantity, first shard and fence as `orders` has them, for a replay and for the key's
 /// reuse by another buyer alike (the instance tells them apart), within the batch too.
@@ -337,8 +340,7 @@ async fn a_batch_answers_a_used_key_with_the_order_that_holds_it() {
     let again = Batch::on_shard_0(vec![("gus", 2, Some("g1")), ("hal", 1, Some("g1")), ("ivy", 1, Some("i1"))]);
     let rows = again.rows(&db, "", "outcome, order_id, buyer, units, shard, fence", &sku, generation, 7).await;
 
-    let answered: Vec<(String, Option<i64>, Option<String>, Option<i32>, Option<i32>, Option<i64>)> =
-        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
+    let answered: Vec<EarlierRow> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
     let earlier = ("earlier".to_string(), Some(stored.0), Some(stored.1), Some(stored.2), Some(stored.3), Some(stored.4));
     assert_eq!(answered[..2], [earlier.clone(), earlier]);
     assert_eq!((answered[2].0.as_str(), answered[2].2.as_deref()), ("ok", None));
