@@ -59,7 +59,7 @@ MODERATE_RATE = 2000
 # this many times, in rounds spread among the other points (first, in the middle, last), and each
 # target takes its point's median round: the same build cost 196 and 278 µs per order at the
 # moderate rate in two runs minutes apart, its HTTP floor 36 and 59 µs per GET /healthz, and the p99
-# at half load was 15, 40 and 31 ms in three runs within an hour. One 10 s point measures the box's
+# at half load was 22, 40 and 31 ms in three runs within an hour. One 10 s point measures the box's
 # state as much as the service.
 TARGET_ROUNDS = 3
 # Seconds to wait after a cell's load before reading pg_stat_database: PostgreSQL 15+ backends
