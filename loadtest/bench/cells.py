@@ -39,7 +39,7 @@ class CellSpec:
     vus_limit: int  # k6 maxVUs: arrivals beyond this many buyers in flight are dropped
     pre_vus: int
     fraction: float | None = None  # latency points: share of the throughput cell's orders/s
-    round_no: int = 0  # the moderate point's round (1, 2, ...) when it runs in rounds, else 0
+    round_no: int = 0  # a target point's round (1, 2, ...) when it runs in rounds, else 0
 
     @property
     def suffix(self) -> str:

@@ -199,7 +199,7 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
         _ => {}
     }
     match outcome {
-        Ok(BatchOutcome::Committed(written)) => committed(owner, ctx, batch, &written),
+        Ok(BatchOutcome::Committed(written)) => committed(owner, ctx, batch, written),
         Ok(BatchOutcome::Deposed(deposed)) => {
             metrics::counter!("seckill_fence_rejections_total").increment(1);
             // The shards the store refused, under the fences this batch was sent with.
@@ -265,7 +265,7 @@ fn requeue(owner: &SaleOwner, batch: Vec<Pending>, why: &OwnerWriteError) {
 
 /// Applies a committed batch to memory (its orders, and the returns it folded) and answers its
 /// orders.
-fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: &CommittedBatch) {
+fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: CommittedBatch) {
     let sale = &owner.sale;
     let claims = batch.claims();
     let mut state = owner.state.lock().unwrap();
@@ -277,9 +277,9 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: 
         }
     }
     let mut replies = Vec::with_capacity(batch.orders.len());
-    for (order, outcome) in batch.orders.into_iter().zip(&written.orders) {
+    for (order, outcome) in batch.orders.into_iter().zip(written.orders) {
         let decided = match outcome {
-            &OrderOutcome::Accepted(order_id) => {
+            OrderOutcome::Accepted(order_id) => {
                 // Only the claims it was written under: a shard claimed again meanwhile read
                 // the stock after this batch.
                 for (claim, take) in &order.parts {
@@ -297,19 +297,18 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: 
                     fence: first.fence,
                 })
             }
-            OrderOutcome::UserLimit | OrderOutcome::Earlier(_) | OrderOutcome::Duplicate => {
-                for (claim, take) in &order.parts {
-                    if let Some(owned) = state.owned_mut(*claim) {
-                        owned.available += i64::from(*take);
-                    }
-                }
-                match outcome {
-                    OrderOutcome::UserLimit => Decided::UserLimit,
-                    OrderOutcome::Earlier(record) => Decided::Earlier(record.clone()),
-                    _ => Decided::Duplicate,
+            OrderOutcome::UserLimit => Decided::UserLimit,
+            OrderOutcome::Earlier(record) => Decided::Earlier(record),
+            OrderOutcome::Duplicate => Decided::Duplicate,
+        };
+        if !matches!(decided, Decided::Committed(_)) {
+            // Refused: its units go back to memory.
+            for (claim, take) in &order.parts {
+                if let Some(owned) = state.owned_mut(*claim) {
+                    owned.available += i64::from(*take);
                 }
             }
-        };
+        }
         replies.push((order.reply, decided));
     }
     drop(state);
