@@ -78,7 +78,7 @@
 //! | `ClaimAnswered` | `take_shard` after `Db::claim_shard` (`src/store/owners.rs`): `SaleOwner::adopt` when stock > 0; empty: `Surrendered { empty: true }`; refused: `ShardLocks::reseed_from_store` then release |
 //! | `ClaimTimeout` | `owners.rs` `bounded` (`OwnerWriteError::Unanswered`) and `take_shard`'s `Err` arm: the guard is surrendered; the claim may still land |
 //! | `SendBatch` | `src/owned/batcher.rs` `spawn`'s loop, `take_batch` (orders on shards no longer owned go back) and `commit` up to `Db::commit_batch` (`SaleOwner::batch_shards`: fence and committed stock per shard) |
-//! | `StoreBatch` | `seckill_commit_orders` (`migrations/0024_batches_answer_replays.sql`) (a refusal is counted in `fence_refusals`): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
+//! | `StoreBatch` | `seckill_commit_orders` (`migrations/0025_replays_lock_no_buyer.sql`) (a refusal is counted in `fence_refusals`): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
 //! | `BatchAnswered` | `batcher::commit`'s match: `committed` (then `finished_shards`), the `Deposed` arm (`forget`, `give_back`, orders on other shards back to pending), the `StaleSale` arm (`SaleOwner::close`) |
 //! | `BatchTimeout` | `commit`'s last `Err` arm: unknown fate, `forget(touched)`, every order answered `Failed` |
 //! | `Expire` | a lease that lockkit's watchdog did not renew (`lockkit/src/watchdog.rs`), or a process paused past it |

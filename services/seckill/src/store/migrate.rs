@@ -24,6 +24,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (22, include_str!("../../migrations/0022_plain_batches_skip_the_fold_and_the_count_update.sql")),
     (23, include_str!("../../migrations/0023_batches_fold_returns_only_when_one_is_pending.sql")),
     (24, include_str!("../../migrations/0024_batches_answer_replays.sql")),
+    (25, include_str!("../../migrations/0025_replays_lock_no_buyer.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

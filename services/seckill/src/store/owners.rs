@@ -1,6 +1,7 @@
 //! What a shard owner writes: the claim that takes a shard over, and the batch commit that
 //! writes everything it decided since (see `migrations/0001_schema.sql`, `seckill_claim`, and
-//! `seckill_commit_orders` in `migrations/0024_batches_answer_replays.sql`).
+//! `seckill_commit_orders` in `migrations/0024_batches_answer_replays.sql`, as
+//! `migrations/0025_replays_lock_no_buyer.sql` replaced it).
 //!
 //! Both run on the critical pool, whose connections carry a `statement_timeout` and a TCP user
 //! timeout below the lease, and both are bounded on the client side too: a batch that does not

@@ -226,6 +226,19 @@ impl Batch {
         generation: i64,
         fence: i64,
     ) -> Vec<tokio_postgres::Row> {
+        self.try_rows(db, prefix, columns, sku, generation, fence).await.unwrap()
+    }
+
+    /// [`Batch::rows`], or the error the statement failed with.
+    async fn try_rows(
+        &self,
+        db: &tokio_postgres::Client,
+        prefix: &str,
+        columns: &str,
+        sku: &str,
+        generation: i64,
+        fence: i64,
+    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
         let users: Vec<&str> = self.orders.iter().map(|o| o.0).collect();
         let quantities: Vec<i32> = self.orders.iter().map(|o| o.1).collect();
         let keys: Vec<Option<&str>> = self.orders.iter().map(|o| o.2).collect();
@@ -244,7 +257,6 @@ impl Batch {
             &[&sku, &generation, &fence, &committed, &users, &quantities, &keys, &part_order, &part_shard, &part_take],
         )
         .await
-        .unwrap()
     }
 }
 
@@ -346,6 +358,61 @@ async fn a_batch_answers_a_used_key_with_the_order_that_holds_it() {
     assert_eq!((answered[2].0.as_str(), answered[2].2.as_deref()), ("ok", None));
     let orders: i64 = db.query_one("SELECT count(*) FROM orders WHERE sku = $1", &[&sku]).await.unwrap().get(0);
     assert_eq!(orders, 2, "the used key wrote nothing");
+}
+
+/// The batch function as migration 0024 defined it, which locked the buyer of every order of the
+/// batch, in place of today's: the control of the test below.
+fn commit_orders_of_0024() -> String {
+    let migration = include_str!("../../migrations/0024_batches_answer_replays.sql");
+    let function = &migration[migration.find("CREATE FUNCTION").unwrap()..];
+    function.replacen("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+}
+
+/// A batch carrying a replay of `gus`'s order and a fresh order of `ivy`, sent while another
+/// transaction holds `gus`'s row (as another instance's batch of the same buyer would), with the
+/// batch function `function` if given: its outcomes, or the SQLSTATE it failed with once it had
+/// waited 300 ms for a lock.
+async fn replay_while_its_buyer_is_held(label: &str, function: Option<String>) -> Result<Vec<String>, String> {
+    let scratch = ScratchApp::start(label, test_settings()).await;
+    let db = db_at(&scratch.url).await;
+    if let Some(function) = function {
+        db.batch_execute(&function).await.unwrap();
+    }
+    let (sku, generation) = sale_for_batches(&scratch.app, &db).await;
+    let first = Batch::on_shard_0(vec![("gus", 1, Some("g1"))]);
+    assert_eq!(first.commit_with(&db, "", &sku, generation, 7).await, ["ok"]);
+
+    let mut holder = db_at(&scratch.url).await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute("SELECT FROM user_purchases WHERE sku = $1 AND user_id = 'gus' FOR UPDATE", &[&sku]).await.unwrap();
+    db.batch_execute("SET lock_timeout = '300ms'").await.unwrap();
+    let replay = Batch::on_shard_0(vec![("gus", 1, Some("g1")), ("ivy", 1, Some("i1"))]);
+    let outcome = replay
+        .try_rows(&db, "", "outcome", &sku, generation, 7)
+        .await
+        .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+        .map_err(|e| e.code().map_or_else(|| e.to_string(), |c| c.code().to_string()));
+    hold.rollback().await.unwrap();
+    drop((db, holder));
+    scratch.finish().await;
+    outcome
+}
+
+/// A replay takes nothing, so a batch leaves its buyer's row alone: it neither waits for nor
+/// holds it, and decides its other orders as if the replay were not there (migration 0025).
+/// Control: the function as 0024 defined it locks the replay's buyer too, and waits.
+#[tokio::test]
+async fn a_replay_does_not_wait_for_its_buyers_row() {
+    let outcome = replay_while_its_buyer_is_held("replay_buyer", None).await;
+
+    assert_eq!(outcome.expect("the batch commits without waiting"), ["earlier", "ok"]);
+}
+
+#[tokio::test]
+async fn control_the_batch_of_0024_waits_for_a_replays_buyer() {
+    let outcome = replay_while_its_buyer_is_held("replay_buyer_0024", Some(commit_orders_of_0024())).await;
+
+    assert_eq!(outcome, Err("55P03".to_string()), "lock_not_available: it waited for the replay's buyer");
 }
 
 /// The duplicate-key probe as migration 0013 wrote it, alone in a function planned as the batch
