@@ -212,25 +212,13 @@ impl Batch {
 
     /// The rows' first column of `prefix` + the batch's commit, on `db`.
     async fn commit_with(&self, db: &tokio_postgres::Client, prefix: &str, sku: &str, generation: i64, fence: i64) -> Vec<String> {
-        let rows = self.rows(db, prefix, "outcome", sku, generation, fence).await;
+        let rows = self.rows(db, prefix, "outcome", sku, generation, fence).await.unwrap();
         rows.iter().map(|r| r.get(0)).collect()
     }
 
-    /// The rows of `prefix` + the batch's commit on `db`, with the function's `columns`.
+    /// The rows of `prefix` + the batch's commit on `db`, with the function's `columns`, or the
+    /// error the statement failed with.
     async fn rows(
-        &self,
-        db: &tokio_postgres::Client,
-        prefix: &str,
-        columns: &str,
-        sku: &str,
-        generation: i64,
-        fence: i64,
-    ) -> Vec<tokio_postgres::Row> {
-        self.try_rows(db, prefix, columns, sku, generation, fence).await.unwrap()
-    }
-
-    /// [`Batch::rows`], or the error the statement failed with.
-    async fn try_rows(
         &self,
         db: &tokio_postgres::Client,
         prefix: &str,
@@ -350,7 +338,7 @@ async fn a_batch_answers_a_used_key_with_the_order_that_holds_it() {
     assert_eq!((stored.1.as_str(), stored.2, stored.3, stored.4), ("gus", 2, 0, 7), "the first shard and the owner's fence");
 
     let again = Batch::on_shard_0(vec![("gus", 2, Some("g1")), ("hal", 1, Some("g1")), ("ivy", 1, Some("i1"))]);
-    let rows = again.rows(&db, "", "outcome, order_id, buyer, units, shard, fence", &sku, generation, 7).await;
+    let rows = again.rows(&db, "", "outcome, order_id, buyer, units, shard, fence", &sku, generation, 7).await.unwrap();
 
     let answered: Vec<EarlierRow> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
     let earlier = ("earlier".to_string(), Some(stored.0), Some(stored.1), Some(stored.2), Some(stored.3), Some(stored.4));
@@ -388,7 +376,7 @@ async fn replay_while_its_buyer_is_held(label: &str, function: Option<String>) -
     db.batch_execute("SET lock_timeout = '300ms'").await.unwrap();
     let replay = Batch::on_shard_0(vec![("gus", 1, Some("g1")), ("ivy", 1, Some("i1"))]);
     let outcome = replay
-        .try_rows(&db, "", "outcome", &sku, generation, 7)
+        .rows(&db, "", "outcome", &sku, generation, 7)
         .await
         .map(|rows| rows.iter().map(|r| r.get(0)).collect())
         .map_err(|e| e.code().map_or_else(|| e.to_string(), |c| c.code().to_string()));
