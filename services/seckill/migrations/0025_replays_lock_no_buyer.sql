@@ -8,9 +8,9 @@
 --
 -- In `make bench`'s moderate point (2000 arrivals/s, 5% of them replays), pg_stat_statements
 -- (track = all) counted that path in 721 of 1640 batches: a batch of 11 orders carries a replay
--- 43% of the time (1 - 0.95^11). It cost those batches about 80 µs of execution (the fit 38,
--- the count update 27, the union 10, the sort 5), and a row lock written to the WAL. In the
--- retry-storm cell half the orders are replays, and nearly every batch took it.
+-- 43% of the time (1 - 0.95^11). It cost those batches about 75 µs of execution (the fit 38,
+-- its sort included, the count update 27, the union 10), and a row lock written to the WAL. In
+-- the retry-storm cell half the orders are replays, and nearly every batch took it.
 --
 -- Same signature, same outcomes: instances of the previous release call it unchanged during a
 -- rolling upgrade.
