@@ -80,8 +80,11 @@ CAPACITY_ROUNDS = 3
 # once its batch is durable, sold 16 079 and 14 656 orders/s at 64 connections and 17 394, 16 895
 # and 14 584 at 128, the box 13 to 16% idle at 64 and 8 to 9% at 128; redis-gate, which answers
 # after one Redis script, sold 10 817, 10 299 and 8 827 at 64 and 9 263 and 9 860 at 128, the box
-# 3 to 6% idle.
-CAPACITY_CONNECTIONS = (64, 128)
+# 3 to 6% idle. Later, at 109a3f0 on an Intel Xeon box (`--only-capacity` with 128 and 256):
+# owned-shards sold 21 019, 22 597 and 22 556 orders/s at 128, the box 11 to 13% idle, and 26 319,
+# 24 636 and 24 165 at 256, 9% idle; redis-gate 14 957, 14 261 and 13 884 at 128, and 13 502,
+# 13 055 and 12 113 at 256.
+CAPACITY_CONNECTIONS = (64, 128, 256)
 CAPACITY_SHARDS = 20
 CAPACITY_STOCK = 400_000
 # The payment window of the bench's owned sales (the service's longest): with the default 10
