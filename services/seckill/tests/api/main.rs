@@ -11,6 +11,7 @@ mod fencing;
 mod gate;
 mod health;
 mod hints;
+mod lanes;
 mod lifecycle;
 mod live;
 mod openapi;
