@@ -1,6 +1,6 @@
 //! Checks one variant within a bound given on the command line, and prints the report:
-//! `cargo run -p owned-model --example check -- fixed 1,1 2 3 0 0 2` (variant, stock per shard,
-//! buyers, highest fence, data losses, resets, lanes). Larger bounds than `make test` checks take
+//! `cargo run -p owned-model --example check -- fixed 1,1 2 3 0 0` (variant, stock per shard,
+//! buyers, highest fence, data losses, resets). Larger bounds than `make test` checks take
 //! minutes to hours.
 
 use owned_model::{Bounds, Search, Variant, check};
@@ -11,7 +11,6 @@ fn main() {
         Some("shard-keyed") => Variant::ShardKeyed,
         Some("unfenced") => Variant::Unfenced,
         Some("requeue-unchecked") => Variant::RequeueUnchecked,
-        Some("shared-lanes") => Variant::SharedLanes,
         _ => Variant::Fixed,
     };
     let number = |i: usize, default: u8| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
@@ -24,7 +23,6 @@ fn main() {
         max_fence: number(3, defaults.max_fence),
         data_losses: number(4, defaults.data_losses),
         resets: number(5, defaults.resets),
-        lanes: number(6, defaults.lanes),
         ..defaults
     };
     println!("{}", check(variant, bounds, Search::Everything));

@@ -47,12 +47,10 @@ pub enum Action {
     StoreBatch(Sent<Batch>),
     /// A batcher reads the answer to the batch it waits for.
     BatchAnswered(BatchAnswer),
-    /// A batcher stops waiting for a batch (no answer within the bound): unknown fate.
+    /// A batcher stops waiting for its batch (no answer within the bound): unknown fate.
     BatchTimeout {
         /// The instance.
         instance: InstanceId,
-        /// The batch.
-        batch: Batch,
         /// Whether it is the batch of an owner closed by a reset.
         orphan: bool,
     },
@@ -106,8 +104,8 @@ impl fmt::Display for Action {
             Self::SendBatch { instance } => write!(f, "i{instance}'s batcher sends its pending orders"),
             Self::StoreBatch(b) => write!(f, "store runs batch {b}"),
             Self::BatchAnswered(a) => write!(f, "i{} reads {a}", a.batch.instance),
-            Self::BatchTimeout { instance, batch, orphan } => {
-                write!(f, "i{instance} stops waiting for {}batch {batch} (unknown fate)", if *orphan { "its closed owner's " } else { "" })
+            Self::BatchTimeout { instance, orphan } => {
+                write!(f, "i{instance} stops waiting for its {}batch (unknown fate)", if *orphan { "closed owner's " } else { "" })
             }
             Self::Expire { shard } => write!(f, "S{shard}'s lease expires"),
             Self::NoticeLoss { instance, shard } => write!(f, "i{instance}'s loss watcher forgets S{shard}"),

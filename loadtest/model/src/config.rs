@@ -21,10 +21,6 @@ pub enum Variant {
     /// there (as `batcher::commit`'s `Deposed` arm did before that fix). With two shards, such an order
     /// lands in a newer ownership that never reserved it. The control of that check.
     RequeueUnchecked,
-    /// `Fixed`, except that a lane sends the orders on a shard another lane's batch is writing
-    /// (`batch.disjoint_lanes = false`): two batches in flight write the same shard's stock, each
-    /// from memory as it was before the other's answer. The control that must lose units.
-    SharedLanes,
 }
 
 impl Variant {
@@ -41,13 +37,7 @@ impl Variant {
     /// Whether a deposed batch's orders on other shards keep their reservation only while the
     /// ownership they were made on (its fence) is still there.
     pub fn requeue_checks_ownership(self) -> bool {
-        matches!(self, Self::Fixed | Self::Unfenced | Self::SharedLanes)
-    }
-
-    /// Whether a lane leaves the orders on a shard another lane's batch is writing for a later
-    /// batch.
-    pub fn disjoint_lanes(self) -> bool {
-        !matches!(self, Self::SharedLanes)
+        matches!(self, Self::Fixed | Self::Unfenced)
     }
 }
 
@@ -69,8 +59,6 @@ pub struct Bounds {
     pub data_losses: u8,
     /// How often the sale may be reset.
     pub resets: u8,
-    /// Batches one owner may have in flight at once (`batch.lanes`).
-    pub lanes: u8,
 }
 
 impl Bounds {
@@ -87,16 +75,15 @@ impl Bounds {
 
 impl Bounds {
     /// Two instances, one shard of two units, two buyers, four grants and one reset of the sale.
-    pub const WITH_RESET: Self = Self { instances: 2, stock: &[2], buyers: 2, max_fence: 4, data_losses: 0, resets: 1, lanes: 2 };
+    pub const WITH_RESET: Self = Self { instances: 2, stock: &[2], buyers: 2, max_fence: 4, data_losses: 0, resets: 1 };
 
     /// Two instances, one shard of two units, two buyers, three grants and one loss of the lock
     /// service's data (so fences repeat, claims are refused and the counter is re-seeded).
-    pub const WITH_DATA_LOSS: Self = Self { instances: 2, stock: &[2], buyers: 2, max_fence: 3, data_losses: 1, resets: 0, lanes: 2 };
+    pub const WITH_DATA_LOSS: Self = Self { instances: 2, stock: &[2], buyers: 2, max_fence: 3, data_losses: 1, resets: 0 };
 
     /// Two instances, two shards of one unit each, two buyers and four grants: batches that
-    /// write two shards, of which one may be deposed, and two batches of one owner in flight over
-    /// one shard each.
-    pub const TWO_SHARDS: Self = Self { instances: 2, stock: &[1, 1], buyers: 2, max_fence: 4, data_losses: 0, resets: 0, lanes: 2 };
+    /// write two shards, of which one may be deposed.
+    pub const TWO_SHARDS: Self = Self { instances: 2, stock: &[1, 1], buyers: 2, max_fence: 4, data_losses: 0, resets: 0 };
 }
 
 impl Default for Bounds {

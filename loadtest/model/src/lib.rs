@@ -38,10 +38,6 @@
 //!   have, and the next batch writes the shard's stock below zero. The code keys that path by
 //!   claim too: a requeued order keeps the claims it was reserved on, and `take_batch` sends it
 //!   back to be decided again when one of them is no longer owned.
-//! - [`Variant::SharedLanes`]: `Fixed`, except that a lane sends the orders on a shard another
-//!   lane's batch is writing (`batch.disjoint_lanes = false`). The checker finds two batches of
-//!   one owner writing the same shard's stock, each from memory that does not know the other:
-//!   the later write loses the earlier one's units, and sold + remaining exceeds the stock.
 //!
 //! # Properties
 //!
@@ -53,13 +49,12 @@
 //! equals the units of the orders it holds; no stock stranded at quiescence (when only faults can
 //! happen, no buyer is left waiting). Sometimes, so that a passing check is known to have
 //! reached where the properties are at stake: item 1's interleaving, a fence refusal, a sale sold
-//! out, two batches of one owner in flight at once (its lanes). See [`properties`].
+//! out. See [`properties`].
 //!
 //! # Bounds and reductions
 //!
 //! [`Bounds`] keeps the state space finite: fences stop at a maximum (states past it are not
-//! explored), data losses and resets are counted, and an owner has at most `lanes` batches in
-//! flight (two, as `batch.lanes` by default). `make test` checks three bounds (a reset,
+//! explored), and data losses and resets are counted. `make test` checks three bounds (a reset,
 //! a loss of the lock data, batches over two shards), each in under half a minute on a busy
 //! two-core machine. Two reductions keep
 //! them small, each sound because the things reduced are interchangeable:
@@ -76,16 +71,16 @@
 //!
 //! | step ([`Action`]) | code |
 //! |---|---|
-//! | `Decide` | `src/owned/owner.rs` `SaleOwner::decide` and `reserve` (one unit, the usable shard with the least stock, one no batch is writing first) |
+//! | `Decide` | `src/owned/owner.rs` `SaleOwner::decide` and `reserve` (one unit, the usable shard with the least stock) |
 //! | `SoldOut` | `src/owned/sell.rs`, the `OwnedAttempt::NoStock` arm: `is_sold_out` reads the store |
-//! | `TakeShard` | `src/owned/placement.rs` `Placement::take_shard` up to the claim: `Hints::read` (rebuilt from the store when missing or of another generation, `src/selling/hints.rs`), candidates with a hint above 0 not owned here, `ShardLocks::try_lock_shard` (`src/selling/shard_locks.rs`; lockkit grants with the next fence); one acquisition per owner (`acquiring`); taken when no owned shard has stock, or, with lanes, when an order waits on a shard being written and every usable one is (`State::wants_shard`, `OwnedShards::take_shard_for_lanes`) |
+//! | `TakeShard` | `src/owned/placement.rs` `Placement::take_shard` up to the claim: `Hints::read` (rebuilt from the store when missing or of another generation, `src/selling/hints.rs`), candidates with a hint above 0 not owned here, `ShardLocks::try_lock_shard` (`src/selling/shard_locks.rs`; lockkit grants with the next fence); one acquisition per owner (`acquiring`) |
 //! | `StoreClaim` | `migrations/0001_schema.sql` `seckill_claim`: `fence < t` and the sale's generation, sets `fence = t`, returns `remaining` |
 //! | `ClaimAnswered` | `take_shard` after `Db::claim_shard` (`src/store/owners.rs`): `SaleOwner::adopt` when stock > 0; empty: `Surrendered { empty: true }`; refused: `ShardLocks::reseed_from_store` then release |
 //! | `ClaimTimeout` | `owners.rs` `bounded` (`OwnerWriteError::Unanswered`) and `take_shard`'s `Err` arm: the guard is surrendered; the claim may still land |
-//! | `SendBatch` | `src/owned/batcher.rs` a lane's loop (`spawn` starts one per lane; a free lane sends), `take_batch` (orders on shards no longer owned go back, orders on a shard another lane is writing stay pending, the shards sent are marked writing) and `commit` up to `Db::commit_batch` (`SaleOwner::batch_shards`: fence and committed stock per shard) |
+//! | `SendBatch` | `src/owned/batcher.rs` `spawn`'s loop, `take_batch` (orders on shards no longer owned go back) and `commit` up to `Db::commit_batch` (`SaleOwner::batch_shards`: fence and committed stock per shard) |
 //! | `StoreBatch` | `seckill_commit_orders` (`migrations/0025_replays_lock_no_buyer.sql`) (a refusal is counted in `fence_refusals`): `stale_sale` unless the generation matches; with `p_fenced`, `deposed` unless every shard carries the batch's fence (`FOR UPDATE`); else every order written and `remaining = committed - taken` under `fence = t` |
-//! | `BatchAnswered` | `batcher::commit`'s match: `committed` (then `finished_shards`), the `Deposed` arm (`forget`, `give_back`, orders on other shards back to pending), the `StaleSale` arm (`SaleOwner::close`); each clears its shards' `writing` (`State::written`) |
-//! | `BatchTimeout` | `commit`'s last `Err` arm for one lane's batch: unknown fate, `forget(touched)`, every order answered `Failed` |
+//! | `BatchAnswered` | `batcher::commit`'s match: `committed` (then `finished_shards`), the `Deposed` arm (`forget`, `give_back`, orders on other shards back to pending), the `StaleSale` arm (`SaleOwner::close`) |
+//! | `BatchTimeout` | `commit`'s last `Err` arm: unknown fate, `forget(touched)`, every order answered `Failed` |
 //! | `Expire` | a lease that lockkit's watchdog did not renew (`lockkit/src/watchdog.rs`), or a process paused past it |
 //! | `NoticeLoss` | the loss watcher spawned by `SaleOwner::adopt` (`guard.lost()` then `forget`) |
 //! | `Surrender` | `Placement::rebalance` with `SaleOwner::retire` and `surrender` (idle, retiring) and `release_surrendered` (hint 0 when empty, then the owner-checked `LockGuard::release`) |
@@ -118,9 +113,6 @@
 //! - **Left out of the batcher:** the linger, the lease margin (`outlasts`: batches held while
 //!   the lease is short; the fence does not depend on it), `requeue` of batches that wrote
 //!   nothing, and `take_batch`'s own `is_lost` check (the same as `NoticeLoss` before the batch).
-//!   How a free lane learns of work (a wake-up, or `HELD_RECHECK`) is not a step: `SendBatch`
-//!   may come at any time a lane is free. The pause between two asks for a lane's shard
-//!   (`WANT_SHARD_AGAIN`) is left out too: `TakeShard` may come whenever one would be asked for.
 //! - **Left out of placement:** `held_elsewhere`, `nothing_free`, database trouble (no shard
 //!   taken for a lease after a failed write), heartbeats and fair shares (`Surrender` may hand
 //!   back any shard with nothing reserved at any time, which covers them).

@@ -144,43 +144,15 @@ impl OwnedShardsModel {
     }
 
     /// The shard `SaleOwner::decide` reserves one unit on: the usable one with the least
-    /// stock among those no batch is writing, else among all (the first of equals), if any.
+    /// stock (the first of equals), if any.
     fn reservable(owner: &Owner) -> Option<ShardIx> {
         owner
             .shards
             .iter()
             .enumerate()
-            .filter_map(|(s, o)| o.filter(|o| o.available > 0).map(|o| (writing(owner, s as ShardIx), o.available, s)))
+            .filter_map(|(s, o)| o.filter(|o| o.available > 0).map(|o| (o.available, s)))
             .min()
-            .map(|(_, _, s)| s as ShardIx)
-    }
-
-    /// What `take_batch` does with a pending order: send it, keep it for a later batch (its
-    /// shard is being written by another lane), or send it back (its shard is no longer owned).
-    fn batch_fate(&self, owner: &Owner, order: &Order) -> BatchFate {
-        match owner.shards[usize::from(order.shard)] {
-            None => BatchFate::Retry,
-            Some(_) if self.variant.disjoint_lanes() && writing(owner, order.shard) => BatchFate::Keep,
-            Some(_) => BatchFate::Send,
-        }
-    }
-
-    /// Whether a free lane of `owner` has something to do: a pending order to send or to send
-    /// back.
-    fn lane_has_work(&self, owner: &Owner) -> bool {
-        owner.awaiting.len() < usize::from(self.bounds.lanes) && owner.pending.iter().any(|o| self.batch_fate(owner, o) != BatchFate::Keep)
-    }
-
-    /// `SaleOwner::decide`'s `wants_shard`: an order waits on a shard a batch is writing, no
-    /// usable shard is free of one, and no more than one shard per lane is usable; the owner
-    /// then takes one more shard.
-    fn wants_shard(&self, owner: &Owner) -> bool {
-        let usable: Vec<ShardIx> =
-            (0..owner.shards.len()).filter(|&s| owner.shards[s].is_some_and(|o| o.available > 0)).map(|s| s as ShardIx).collect();
-        self.bounds.lanes > 1
-            && owner.pending.iter().any(|o| writing(owner, o.shard))
-            && usable.iter().all(|&s| writing(owner, s))
-            && usable.len() <= usize::from(self.bounds.lanes)
+            .map(|(_, s)| s as ShardIx)
     }
 
     /// The hints as `Hints::read` returns them: rebuilt from the store when missing or of
@@ -191,20 +163,6 @@ impl OwnedShardsModel {
             _ => Hints { generation: state.store.generation, stocked: state.store.shards.iter().map(|s| s.remaining > 0).collect() },
         }
     }
-}
-
-/// What a lane does with a pending order when it forms a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BatchFate {
-    Send,
-    Keep,
-    Retry,
-}
-
-/// Whether a batch in flight writes `owner`'s ownership of `shard` (`OwnedShard::writing`: the
-/// batch was sent under that ownership's fence).
-fn writing(owner: &Owner, shard: ShardIx) -> bool {
-    owner.shards[usize::from(shard)].is_some_and(|o| owner.awaiting.iter().any(|b| b.fence_of(shard) == Some(o.fence)))
 }
 
 /// Whether something sent under `fence` lands on `owner`'s ownership of `shard`: only on the
@@ -231,7 +189,7 @@ fn forget(state: &mut State, instance: InstanceId, shard: ShardIx, fence: Fence,
 }
 
 fn owner(generation: u8, shards: usize) -> Owner {
-    Owner { generation, shards: vec![None; shards], pending: Vec::new(), awaiting: Vec::new() }
+    Owner { generation, shards: vec![None; shards], pending: Vec::new(), awaiting: None }
 }
 
 /// Whether the holder of `shard`'s lease still has a guard (an ownership or a claim in
@@ -313,8 +271,7 @@ impl Model for OwnedShardsModel {
         }
         for (i, inst) in state.instances.iter().enumerate() {
             let instance = i as InstanceId;
-            let short = (waiting && Self::reservable(&inst.owner).is_none()) || self.wants_shard(&inst.owner);
-            if current(inst) && inst.claiming.is_none() && short {
+            if waiting && current(inst) && inst.claiming.is_none() && Self::reservable(&inst.owner).is_none() {
                 let hints = Self::read_hints(state);
                 for shard in 0..state.store.shards.len() {
                     if hints.stocked[shard] && inst.owner.shards[shard].is_none() && state.locks.holders[shard].is_none() {
@@ -328,14 +285,14 @@ impl Model for OwnedShardsModel {
             if inst.claiming.is_some() {
                 actions.push(Action::ClaimTimeout { instance });
             }
-            if self.lane_has_work(&inst.owner) {
+            if !inst.owner.pending.is_empty() && inst.owner.awaiting.is_none() {
                 actions.push(Action::SendBatch { instance });
             }
-            for batch in &inst.owner.awaiting {
-                actions.push(Action::BatchTimeout { instance, batch: batch.clone(), orphan: false });
+            if inst.owner.awaiting.is_some() {
+                actions.push(Action::BatchTimeout { instance, orphan: false });
             }
-            if let Some(batch) = inst.orphans.first() {
-                actions.push(Action::BatchTimeout { instance, batch: batch.clone(), orphan: true });
+            if !inst.orphans.is_empty() {
+                actions.push(Action::BatchTimeout { instance, orphan: true });
             }
             for (shard, o) in inst.owner.shards.iter().enumerate() {
                 let Some(o) = o else { continue };
@@ -423,18 +380,10 @@ impl Model for OwnedShardsModel {
                 release(&mut state.locks, claim.shard, instance, claim.fence);
             }
             Action::SendBatch { instance } => {
-                let owner = &state.instances[usize::from(instance)].owner;
-                let fates: Vec<BatchFate> = owner.pending.iter().map(|o| self.batch_fate(owner, o)).collect();
                 let owner = &mut state.instances[usize::from(instance)].owner;
                 let pending = std::mem::take(&mut owner.pending);
-                let (mut orders, mut retry) = (Vec::new(), Vec::new());
-                for (order, fate) in pending.into_iter().zip(fates) {
-                    match fate {
-                        BatchFate::Send => orders.push(order),
-                        BatchFate::Keep => owner.pending.push(order),
-                        BatchFate::Retry => retry.push(order),
-                    }
-                }
+                let (orders, retry): (Vec<Order>, Vec<Order>) =
+                    pending.into_iter().partition(|o| owner.shards[usize::from(o.shard)].is_some());
                 if !orders.is_empty() {
                     let mut touched: Vec<ShardIx> = orders.iter().map(|o| o.shard).collect();
                     touched.sort_unstable();
@@ -447,7 +396,7 @@ impl Model for OwnedShardsModel {
                         })
                         .collect();
                     let batch = Batch { instance, generation: owner.generation, shards, orders };
-                    owner.awaiting.push(batch.clone());
+                    owner.awaiting = Some(batch.clone());
                     state.net.batches.push(Sent { request: batch, awaited: true });
                 }
                 for order in retry {
@@ -472,7 +421,7 @@ impl Model for OwnedShardsModel {
                         state.buyers[usize::from(order.buyer)] = answer;
                     }
                 } else {
-                    remove(&mut inst.owner.awaiting, &batch);
+                    inst.owner.awaiting = None;
                     match &outcome {
                         Outcome::Committed => self.committed(&mut state, &batch),
                         Outcome::Deposed(deposed) => self.deposed(&mut state, &batch, deposed),
@@ -485,9 +434,9 @@ impl Model for OwnedShardsModel {
                     }
                 }
             }
-            Action::BatchTimeout { instance, batch, orphan } => {
+            Action::BatchTimeout { instance, orphan } => {
                 let inst = &mut state.instances[usize::from(instance)];
-                remove(if orphan { &mut inst.orphans } else { &mut inst.owner.awaiting }, &batch).then_some(())?;
+                let batch = if orphan { inst.orphans.remove(0) } else { inst.owner.awaiting.take()? };
                 state.net.batch_answers.retain(|a| a.batch != batch);
                 stop_waiting(&mut state.net.batches, &batch);
                 for order in &batch.orders {
@@ -527,13 +476,14 @@ impl Model for OwnedShardsModel {
             Action::Refresh { instance } => {
                 close(&mut state, instance);
                 let inst = &mut state.instances[usize::from(instance)];
-                inst.orphans.append(&mut inst.owner.awaiting);
+                if let Some(batch) = inst.owner.awaiting.take() {
+                    inst.orphans.push(batch);
+                }
                 inst.owner = owner(state.store.generation, self.bounds.shards());
             }
         }
         for inst in &mut state.instances {
             inst.owner.pending.sort_unstable();
-            inst.owner.awaiting.sort_unstable();
             inst.orphans.sort_unstable();
         }
         state.net.normalise();

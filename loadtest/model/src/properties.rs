@@ -5,7 +5,7 @@ use stateright::Property;
 
 use crate::{
     model::OwnedShardsModel,
-    state::{Batch, Buyer, Outcome, State},
+    state::{Buyer, Outcome, State},
 };
 
 /// Never more units sold than the sale has.
@@ -28,8 +28,6 @@ pub const STALE_ANSWER_AFTER_RECLAIM: &str = "a committed batch's answer arrives
 pub const DEPOSED: &str = "a batch is refused by the fence";
 /// The whole stock is sold.
 pub const SOLD_OUT: &str = "every unit sold";
-/// Two batches of one owner are in flight at once (its lanes).
-pub const LANES_OVERLAP: &str = "two batches of one owner are in flight at once";
 
 /// Every property, in the order they are reported.
 pub fn all() -> Vec<Property<OwnedShardsModel>> {
@@ -43,7 +41,6 @@ pub fn all() -> Vec<Property<OwnedShardsModel>> {
         Property::sometimes(STALE_ANSWER_AFTER_RECLAIM, stale_answer_after_reclaim),
         Property::sometimes(DEPOSED, deposed),
         Property::sometimes(SOLD_OUT, sold_out),
-        Property::sometimes(LANES_OVERLAP, lanes_overlap),
     ]
 }
 
@@ -61,10 +58,6 @@ fn committed_once(_: &OwnedShardsModel, state: &State) -> bool {
 
 fn deposed(_: &OwnedShardsModel, state: &State) -> bool {
     state.net.batch_answers.iter().any(|a| matches!(a.outcome, Outcome::Deposed(_)))
-}
-
-fn lanes_overlap(_: &OwnedShardsModel, state: &State) -> bool {
-    state.instances.iter().any(|inst| inst.owner.awaiting.len() > 1)
 }
 
 fn sold_out(model: &OwnedShardsModel, state: &State) -> bool {
@@ -94,8 +87,8 @@ fn memory_agrees(_: &OwnedShardsModel, state: &State) -> bool {
         owner.shards.iter().enumerate().all(|(shard, ownership)| {
             let Some(o) = ownership else { return true };
             let shard = shard as u8;
-            let ours: Vec<&Batch> = owner.awaiting.iter().filter(|b| b.fence_of(shard) == Some(o.fence)).collect();
-            let held = owner.pending.iter().filter(|p| p.shard == shard).count() as i8 + ours.iter().map(|b| b.taken(shard)).sum::<i8>();
+            let ours = owner.awaiting.as_ref().filter(|b| b.fence_of(shard) == Some(o.fence));
+            let held = owner.pending.iter().filter(|p| p.shard == shard).count() as i8 + ours.map_or(0, |b| b.taken(shard));
             let row = state.store.shards[usize::from(shard)];
             if row.fence != o.fence {
                 // Deposed (it will learn so from its next batch): only its own books must add up.
@@ -105,7 +98,7 @@ fn memory_agrees(_: &OwnedShardsModel, state: &State) -> bool {
                 .net
                 .batch_answers
                 .iter()
-                .filter(|a| a.outcome == Outcome::Committed && ours.contains(&&a.batch))
+                .filter(|a| a.outcome == Outcome::Committed && Some(&a.batch) == ours)
                 .map(|a| a.batch.taken(shard))
                 .sum();
             o.reserved() == held && row.remaining == o.committed - landed

@@ -97,7 +97,7 @@ pub struct Instance {
     pub claiming: Option<Claim>,
 }
 
-/// A `SaleOwner`: its shards in memory, decided orders, and the batches in flight.
+/// A `SaleOwner`: its shards in memory, decided orders, and the batch in flight.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Owner {
     /// The generation it sells.
@@ -106,8 +106,8 @@ pub struct Owner {
     pub shards: Vec<Option<Ownership>>,
     /// Decided orders waiting for the next batch.
     pub pending: Vec<Order>,
-    /// The batches its lanes wait for, in order (at most `Bounds::lanes`).
-    pub awaiting: Vec<Batch>,
+    /// The batch the batcher waits for.
+    pub awaiting: Option<Batch>,
 }
 
 /// One owned shard in memory (`OwnedShard`).
@@ -298,7 +298,7 @@ impl fmt::Display for State {
                 owned.join(" "),
                 orders(&inst.owner.pending)
             )?;
-            for b in &inst.owner.awaiting {
+            if let Some(b) = &inst.owner.awaiting {
                 write!(f, " awaiting {b}")?;
             }
             for b in &inst.orphans {

@@ -19,8 +19,7 @@ fn renamed(state: &State, to: &[InstanceId]) -> State {
         let moved = &mut next.instances[usize::from(to[old])];
         *moved = inst.clone();
         moved.claiming = inst.claiming.as_ref().map(claim);
-        moved.owner.awaiting = inst.owner.awaiting.iter().map(batch).collect();
-        moved.owner.awaiting.sort_unstable();
+        moved.owner.awaiting = inst.owner.awaiting.as_ref().map(batch);
         moved.orphans = inst.orphans.iter().map(batch).collect();
         moved.orphans.sort_unstable();
     }

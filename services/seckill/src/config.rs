@@ -130,15 +130,6 @@ pub struct Batch {
     /// soon as a full batch is pending: a lone order waits for nothing.
     #[serde(rename = "linger_ms", with = "millis")]
     pub linger: Duration,
-    /// How many batches of one sale an instance commits at once, each over shards no other one
-    /// is writing (1: one batch at a time). A second lane overlaps one batch's wait for the disk
-    /// with the next batch; an owner short of free shards takes one more for it.
-    pub lanes: usize,
-    /// Whether a lane leaves alone the orders on a shard another lane's batch is writing, until
-    /// that batch's answer is applied: a batch writes each shard's stock as an absolute value from
-    /// memory, which is stale until then. `false` is a test control: a lane writes them at once,
-    /// and the later of the two writes loses the other's units.
-    pub disjoint_lanes: bool,
     /// Whether a batch takes its users and idempotency keys in ascending order, so that two
     /// instances' batches that want the same rows queue instead of deadlocking. `false` is a test
     /// control: arrival order.
@@ -248,7 +239,7 @@ impl Default for Owner {
 
 impl Default for Batch {
     fn default() -> Self {
-        Self { linger: Duration::from_millis(10), lanes: 2, disjoint_lanes: true, sorted_locks: true }
+        Self { linger: Duration::from_millis(10), sorted_locks: true }
     }
 }
 
@@ -329,12 +320,9 @@ impl Settings {
         if self.orders.sweep_batch == 0 {
             return refuse("orders.sweep_batch", "must be positive");
         }
-        for (key, value) in [
-            ("pools.general", self.pools.general),
-            ("pools.critical", self.pools.critical),
-            ("max_in_flight", self.max_in_flight),
-            ("batch.lanes", self.batch.lanes),
-        ] {
+        for (key, value) in
+            [("pools.general", self.pools.general), ("pools.critical", self.pools.critical), ("max_in_flight", self.max_in_flight)]
+        {
             if value == 0 {
                 return refuse(key, "must be positive");
             }
@@ -435,7 +423,7 @@ mod tests {
             assert_eq!(settings.listen.port(), 9000);
             assert_eq!(settings.request_deadline, Duration::from_millis(1500));
             assert_eq!(settings.admin_token.expose(), "from-env");
-            assert_eq!(settings.batch, Batch { linger: Duration::from_millis(7), sorted_locks: false, ..Batch::default() });
+            assert_eq!(settings.batch, Batch { linger: Duration::from_millis(7), sorted_locks: false });
             assert_eq!(settings.database_url.expose(), "postgres://u@h/db");
             assert_eq!(settings.locks.lease, Settings::default().locks.lease);
             Ok(())

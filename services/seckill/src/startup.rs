@@ -118,8 +118,6 @@ impl Application {
         let gate = Arc::new(Gate::new(gate_settings, redis_client, redis.clone(), db.clone()));
         let batches = BatchSettings {
             linger: settings.batch.linger,
-            lanes: settings.batch.lanes,
-            disjoint_lanes: settings.batch.disjoint_lanes,
             lease_margin: settings.owner.lease_margin,
             lock_order: if settings.batch.sorted_locks { LockOrder::Ascending } else { LockOrder::Arrival },
             limit_refusal_trust: settings.owner.limit_refusal_trust,

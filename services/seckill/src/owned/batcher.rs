@@ -1,14 +1,8 @@
 //! The batcher of one sale owner: it takes every order decided since the last batch and commits
-//! them in one transaction (`Db::commit_batch`), then tells each waiting request what became of
-//! its order. Orders decided while a batch is in flight form the next one, so the batch size
-//! grows with the load and the commits per order fall; below capacity a short linger (see
-//! `linger`) gathers a few more.
-//!
-//! An owner runs its batches in lanes (`batch.lanes`): up to that many are in flight at once,
-//! each over shards no other one is writing. A batch writes each shard's stock as an absolute
-//! value from memory, so the next batch with orders on a shard waits for the answer of the one
-//! writing it; over other shards it need not, and its commit's wait for the disk overlaps the
-//! first one's. Decisions prefer a shard no batch is writing (see `owner`).
+//! them in one transaction (`Db::commit_batch`), one batch at a time, then tells each waiting
+//! request what became of its order. Orders decided while a batch is in flight form the next
+//! one, so the batch size grows with the load and the commits per order fall; below capacity a
+//! short linger (see `linger`) gathers a few more.
 //!
 //! A batch is sent under the claims (shard and fence) its orders were decided against, and its
 //! answer is applied only to those claims: if a shard was lost and claimed again while the batch
@@ -44,11 +38,6 @@ pub(crate) struct BatchSettings {
     /// The longest a batch waits for more orders (only while they arrive faster than this, and
     /// never once [`BATCH_FULL`] are pending).
     pub(crate) linger: Duration,
-    /// How many batches of one owner may be in flight at once, over disjoint shards.
-    pub(crate) lanes: usize,
-    /// Whether a lane waits for the answer of the batch writing a shard before it writes that
-    /// shard (off: the control that writes from stale memory).
-    pub(crate) disjoint_lanes: bool,
     /// Whether a batch starts only on shards whose lease outlasts the write bound (off: the
     /// control that leaves late writes to the fence alone).
     pub(crate) lease_margin: bool,
@@ -74,38 +63,31 @@ impl Batch {
     }
 }
 
-/// How often a lane that left orders pending looks at them again: held back for a short lease
-/// (has the watchdog renewed it?), or on a shard another lane was writing, when newer orders on a
-/// free shard did not wake it (only the first pending order and a full batch wake a lane).
+/// How often orders held back for a short lease look again whether the watchdog renewed it.
 const HELD_RECHECK: Duration = Duration::from_millis(10);
 
 /// How many batches that wrote nothing (contention, no connection) one order rides in before it
 /// is sent back to be decided again.
 const MAX_REQUEUES: u8 = 3;
 
-/// Starts the batcher of `owner`, one loop per lane; they end when the owner stops. A lane that
-/// panics (a bug) closes its owner: the orders it was committing have an unknown fate and are
-/// answered so by their requests (their reply was dropped), the ones still pending are decided
-/// again, and the shards go back, to be claimed again from what PostgreSQL holds.
+/// Starts the batcher of `owner`; it ends when the owner stops. A batcher that panics (a bug)
+/// closes its owner: the orders it was committing have an unknown fate and are answered so by
+/// their requests (their reply was dropped), the ones still pending are decided again, and the
+/// shards go back, to be claimed again from what PostgreSQL holds.
 pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
-    for _ in 0..owner.lanes {
-        let surrenders = ctx.surrenders.clone();
-        let lane = tokio::spawn(run(owner.clone(), ctx.clone()));
-        let owner = owner.clone();
-        tokio::spawn(async move {
-            if let Err(e) = lane.await
-                && e.is_panic()
-            {
-                tracing::error!(sku = %owner.sale.sku, "a batch lane panicked; closing this owner and giving its shards back");
-                surrenders.send(&owner, owner.close());
-            }
-        });
-    }
+    let surrenders = ctx.surrenders.clone();
+    let batcher = tokio::spawn(run(owner.clone(), ctx));
+    tokio::spawn(async move {
+        if let Err(e) = batcher.await
+            && e.is_panic()
+        {
+            tracing::error!(sku = %owner.sale.sku, "the batcher panicked; closing this owner and giving its shards back");
+            surrenders.send(&owner, owner.close());
+        }
+    });
 }
 
-/// The loop of one lane: it commits one batch at a time. Every lane looks for a batch after its
-/// own commit, so an order left waiting for a shard that a batch was writing is taken by that
-/// batch's lane at the latest.
+/// The batcher's loop.
 async fn run(owner: Arc<SaleOwner>, ctx: BatchContext) {
     let margin = if ctx.settings.lease_margin { ctx.bound } else { Duration::ZERO };
     let mut held = false;
@@ -117,7 +99,7 @@ async fn run(owner: Arc<SaleOwner>, ctx: BatchContext) {
         }
         loop {
             linger(&owner, ctx.settings.linger).await;
-            let Some(batch) = take_batch(&owner, margin, ctx.settings.disjoint_lanes) else { break };
+            let Some(batch) = take_batch(&owner, margin) else { break };
             commit(&owner, &ctx, batch).await;
         }
         held = owner.pending_orders() > 0;
@@ -158,43 +140,31 @@ async fn linger(owner: &SaleOwner, longest: Duration) {
     }
 }
 
-/// Everything pending that can be written now, with the claims it was decided against; those
-/// claims are marked writing until the batch's answer is applied. Orders on claims no longer owned
-/// (lost, or the shard claimed again since) are sent back for a retry. Orders on a shard another
-/// lane's batch is writing stay pending for the next batch. So do orders on a shard whose lease
-/// has less than `margin` left (the most a write may take), reserved, until the watchdog renews
-/// the lease or it is lost: a write is never started that could land after its owner's lease.
-/// `None` when nothing can be written. `disjoint` off is the control that writes shards being
-/// written.
-fn take_batch(owner: &SaleOwner, margin: Duration, disjoint: bool) -> Option<Batch> {
+/// Everything pending that can be written now, with the claims it was decided against. Orders on
+/// claims no longer owned (lost, or the shard claimed again since) are sent back for a retry.
+/// Orders on a shard whose lease has less than `margin` left (the most a write may take) stay
+/// pending, reserved, until the watchdog renews the lease or it is lost: a write is never started
+/// that could land after its owner's lease. `None` when nothing can be written.
+fn take_batch(owner: &SaleOwner, margin: Duration) -> Option<Batch> {
     let mut state = owner.state.lock().unwrap();
     let pending = std::mem::take(&mut state.pending);
-    // Each claim looked at once: gone (not owned under that fence, or its lease lost), being
-    // written by another lane or short of lease, or usable.
-    let (mut unusable, mut waiting) = (Vec::new(), Vec::new());
+    // Each claim looked at once: gone (not owned under that fence, or its lease lost), short of
+    // lease, or usable.
+    let (mut unusable, mut short) = (Vec::new(), Vec::new());
     for claim in touched(&pending) {
         match state.owned(claim) {
             Some(owned) if owned.is_lost() => unusable.push(claim),
-            Some(owned) if (disjoint && owned.writing) || !owned.outlasts(margin) => waiting.push(claim),
+            Some(owned) if !owned.outlasts(margin) => short.push(claim),
             Some(_) => {}
             None => unusable.push(claim),
         }
     }
     let on = |order: &Pending, claims: &[ShardClaim]| order.parts.iter().any(|(c, _)| claims.contains(c));
-    let (held, pending): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &waiting) && !on(o, &unusable));
+    let (held, pending): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &short) && !on(o, &unusable));
     state.pending = held;
     let (retry, orders): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|o| on(o, &unusable));
     // Formed under the same lock as the checks above, so every claim sent is owned now.
-    let claims = touched(&orders);
-    let shards = SaleOwner::batch_shards(&state, &claims);
-    if !orders.is_empty() && state.shards.values().any(|s| s.writing) {
-        metrics::counter!("seckill_batch_overlapped_total").increment(1);
-    }
-    for claim in &claims {
-        if let Some(owned) = state.owned_mut(*claim) {
-            owned.writing = true;
-        }
-    }
+    let shards = SaleOwner::batch_shards(&state, &touched(&orders));
     drop(state);
     if !unusable.is_empty() {
         // Lost leases are noticed here even before the watchdog or the loss watcher ran.
@@ -233,12 +203,10 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
         Ok(BatchOutcome::Deposed(deposed)) => {
             metrics::counter!("seckill_fence_rejections_total").increment(1);
             // The shards the store refused, under the fences this batch was sent with.
-            let claims = batch.claims();
-            let deposed: Vec<ShardClaim> = claims.iter().copied().filter(|c| deposed.contains(&c.shard)).collect();
+            let deposed: Vec<ShardClaim> = batch.claims().into_iter().filter(|c| deposed.contains(&c.shard)).collect();
             tracing::warn!(sku = %sale.sku, ?deposed, "batch refused by the fence: deposed; forgetting those claims");
             owner.forget(&deposed);
             let mut state = owner.state.lock().unwrap();
-            state.written(&claims);
             let (retry, again): (Vec<Pending>, Vec<Pending>) =
                 batch.orders.into_iter().partition(|o| o.parts.iter().any(|(c, _)| deposed.contains(c)));
             // Orders on claims still ours keep their reservations and go into the next batch
@@ -258,7 +226,7 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
                 let _ = order.reply.send(Decided::Retry);
             }
         }
-        Err(e) if e.wrote_nothing() => requeue(owner, batch, &e),
+        Err(e) if e.wrote_nothing() => requeue(owner, batch.orders, &e),
         Err(e) => {
             // Unknown fate (it may still land: the fence decides then) or a failure: acknowledge
             // nothing, and let the claims go, since an owner that cannot write cannot sell.
@@ -279,14 +247,11 @@ async fn commit(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch) {
 /// transaction, or no connection came free): its orders keep their reservations and go first
 /// into the next batch, and the shards stay owned. An order that rode in [`MAX_REQUEUES`] such
 /// batches is sent back to be decided again, which its request's deadline bounds.
-fn requeue(owner: &SaleOwner, batch: Batch, why: &OwnerWriteError) {
+fn requeue(owner: &SaleOwner, batch: Vec<Pending>, why: &OwnerWriteError) {
     metrics::counter!("seckill_batch_requeued_total").increment(1);
-    let claims = batch.claims();
-    let orders = batch.orders;
-    tracing::info!(sku = %owner.sale.sku, error = %why, orders = orders.len(), "batch wrote nothing; its orders go into the next one");
-    let (again, decide_again): (Vec<Pending>, Vec<Pending>) = orders.into_iter().partition(|o| o.requeued < MAX_REQUEUES);
+    tracing::info!(sku = %owner.sale.sku, error = %why, orders = batch.len(), "batch wrote nothing; its orders go into the next one");
+    let (again, decide_again): (Vec<Pending>, Vec<Pending>) = batch.into_iter().partition(|o| o.requeued < MAX_REQUEUES);
     let mut state = owner.state.lock().unwrap();
-    state.written(&claims);
     let later = std::mem::take(&mut state.pending);
     state.pending = again.into_iter().map(|o| Pending { requeued: o.requeued + 1, ..o }).collect();
     state.pending.extend(later);
@@ -304,7 +269,6 @@ fn committed(owner: &Arc<SaleOwner>, ctx: &BatchContext, batch: Batch, written: 
     let sale = &owner.sale;
     let claims = batch.claims();
     let mut state = owner.state.lock().unwrap();
-    state.written(&claims);
     for (shard, units) in &written.returned {
         // Under the claim the batch was sent with: the store folded them for that fence.
         if let Some(owned) = claims.iter().find(|c| c.shard == *shard).and_then(|c| state.owned_mut(*c)) {

@@ -110,11 +110,8 @@ impl OwnedShards {
             if owner.refuses_for_limit(request) {
                 return Err(BuyError::UserLimit);
             }
-            if let Some(reservation) = owner.decide(request) {
-                if reservation.wants_shard {
-                    self.take_shard_for_lanes(&owner);
-                }
-                match reservation.decided.await {
+            if let Some(decided) = owner.decide(request) {
+                match decided.await {
                     Ok(Decided::Committed(record)) => return Ok(OwnedAttempt::Bought(record)),
                     Ok(Decided::UserLimit) => {
                         owner.limit_refused(request);
@@ -146,18 +143,6 @@ impl OwnedShards {
                 },
             }
         }
-    }
-
-    /// Takes one more free shard for `owner` in the background, so that its next free batch lane
-    /// finds orders it can write (see `owner::Reservation`). Nothing comes of it when no shard is
-    /// free, or while placement takes none.
-    fn take_shard_for_lanes(&self, owner: &Arc<SaleOwner>) {
-        let (placement, owner) = (self.placement.clone(), owner.clone());
-        tokio::spawn(async move {
-            if let Err(e) = placement.take_shard(&owner).await {
-                tracing::debug!(sku = %owner.sale.sku, error = %e, "no shard taken for a batch lane");
-            }
-        });
     }
 
     /// The sales this instance keeps an owner (and its batcher) for: what the gauge
@@ -223,7 +208,7 @@ impl OwnedShards {
             owner.touch();
             return owner.clone();
         }
-        let owner = SaleOwner::new(sale.clone(), fencing, self.batch.settings.lanes, self.batch.settings.limit_refusal_trust);
+        let owner = SaleOwner::new(sale.clone(), fencing, self.batch.settings.limit_refusal_trust);
         if let Some(previous) = owners.insert(sale.sku.clone(), owner.clone()) {
             self.batch.surrenders.send(&previous, previous.close());
         }

@@ -85,9 +85,6 @@ pub(crate) struct OwnedShard {
     pub(crate) committed: i64,
     pub(crate) available: i64,
     pub(crate) last_used: Instant,
-    /// Whether a batch carrying units of it is in flight: the next batch with its orders waits
-    /// for that one's answer, since it writes the stock that answer leaves.
-    pub(crate) writing: bool,
     /// When this instance took it.
     owned_since: Instant,
     /// Handed back once its reserved units are committed; decides nothing new meanwhile.
@@ -111,11 +108,6 @@ impl OwnedShard {
     /// Whether the lease is lost (the local deadline passed, or the watchdog was told so).
     pub(crate) fn is_lost(&self) -> bool {
         self.guard.is_lost()
-    }
-
-    /// Whether new orders can be decided against it: stock left, not retiring, lease not lost.
-    fn usable(&self) -> bool {
-        self.available > 0 && !self.retiring && !self.is_lost()
     }
 
     /// Whether the lease is known to last at least `write` more: a write bounded by `write` and
@@ -145,8 +137,6 @@ pub(crate) struct State {
     limit_refusals: LimitRefusals,
     /// Set when the owner stops (sale reset, shutdown): nothing more is decided here.
     pub(crate) closed: bool,
-    /// When a decision last asked for one more shard to keep the batch lanes busy.
-    wanted_shard_at: Option<Instant>,
 }
 
 impl State {
@@ -157,7 +147,6 @@ impl State {
             arrivals: Arrivals::default(),
             limit_refusals: LimitRefusals::new(limit_refusal_trust),
             closed: false,
-            wanted_shard_at: None,
         }
     }
 
@@ -171,39 +160,6 @@ impl State {
         self.shards.get_mut(&claim.shard).filter(|owned| owned.fence == claim.fence)
     }
 
-    /// Notes that the batch sent under `claims` was answered (and its answer applied): orders on
-    /// them can ride the next batch.
-    pub(crate) fn written(&mut self, claims: &[ShardClaim]) {
-        for claim in claims {
-            if let Some(owned) = self.owned_mut(*claim) {
-                owned.writing = false;
-            }
-        }
-    }
-
-    /// Whether an order just reserved on `parts` should ask for one more shard: every part is on
-    /// a shard a batch is writing, no usable shard is free of one, fewer than `lanes + 1` shards
-    /// are usable (one per lane, and one to decide on while every lane writes), and none was
-    /// asked for within [`WANT_SHARD_AGAIN`].
-    fn wants_shard(&mut self, parts: &[(ShardClaim, u32)], lanes: usize, now: Instant) -> bool {
-        if lanes < 2 || self.wanted_shard_at.is_some_and(|at| now < at + WANT_SHARD_AGAIN) {
-            return false;
-        }
-        if !parts.iter().all(|(c, _)| self.owned(*c).is_some_and(|s| s.writing)) {
-            return false;
-        }
-        let (mut usable, mut free) = (0, 0);
-        for shard in self.shards.values().filter(|s| s.usable()) {
-            usable += 1;
-            free += usize::from(!shard.writing);
-        }
-        let wants = free == 0 && usable <= lanes;
-        if wants {
-            self.wanted_shard_at = Some(now);
-        }
-        wants
-    }
-
     /// Returns the units `order` reserved, to the claims it reserved them from that are still
     /// owned (a claim lost since took its memory with it).
     fn give_back(&mut self, order: &Pending) {
@@ -215,26 +171,11 @@ impl State {
     }
 }
 
-/// How long after asking for one more shard (see [`State::wants_shard`]) a decision may ask again.
-const WANT_SHARD_AGAIN: Duration = Duration::from_millis(100);
-
-/// An order decided against memory: its answer comes when its batch is written.
-#[derive(Debug)]
-pub(crate) struct Reservation {
-    /// What became of the order.
-    pub(crate) decided: oneshot::Receiver<Decided>,
-    /// Whether the owner should take one more shard: every batch lane is writing the shards it
-    /// holds, so the next lane to free up may find nothing it can write.
-    pub(crate) wants_shard: bool,
-}
-
 /// This instance's ownership of one generation of one sale.
 #[derive(Debug)]
 pub(crate) struct SaleOwner {
     pub(crate) sale: Sale,
     pub(crate) fencing: Fencing,
-    /// How many batches may be in flight at once, each over shards no other one is writing.
-    pub(crate) lanes: usize,
     pub(crate) state: Mutex<State>,
     /// Wakes the batcher when an order is pending.
     pub(crate) work: Notify,
@@ -249,13 +190,11 @@ pub(crate) struct SaleOwner {
 }
 
 impl SaleOwner {
-    /// The owner of `sale` on this instance, with `lanes` batches in flight at most, remembering
-    /// limit refusals for `limit_refusal_trust`.
-    pub(crate) fn new(sale: Sale, fencing: Fencing, lanes: usize, limit_refusal_trust: Duration) -> Arc<Self> {
+    /// The owner of `sale` on this instance, remembering limit refusals for `limit_refusal_trust`.
+    pub(crate) fn new(sale: Sale, fencing: Fencing, limit_refusal_trust: Duration) -> Arc<Self> {
         Arc::new(Self {
             sale,
             fencing,
-            lanes: lanes.max(1),
             state: Mutex::new(State::new(limit_refusal_trust)),
             work: Notify::new(),
             acquiring: tokio::sync::Mutex::new(()),
@@ -289,7 +228,7 @@ impl SaleOwner {
 
     /// Decides `request` against memory: reserves its units and queues it for the next batch.
     /// `None` when the owned shards do not hold enough (or the owner stopped).
-    pub(crate) fn decide(&self, request: &OrderRequest) -> Option<Reservation> {
+    pub(crate) fn decide(&self, request: &OrderRequest) -> Option<oneshot::Receiver<Decided>> {
         let mut state = self.state.lock().unwrap();
         if state.closed {
             return None;
@@ -297,7 +236,6 @@ impl SaleOwner {
         let parts = reserve(&mut state.shards, i64::from(request.quantity.get()))?;
         let (reply, decided) = oneshot::channel();
         let now = Instant::now();
-        let wants_shard = state.wants_shard(&parts, self.lanes, now);
         state.pending.push(Pending { request: request.clone(), parts, reply, requeued: 0, decided_at: now });
         state.arrivals.record(now);
         // The batcher needs a wake-up for the first order (it may be idle) and for a full batch
@@ -308,7 +246,7 @@ impl SaleOwner {
         if wake {
             self.work.notify_one();
         }
-        Some(Reservation { decided, wants_shard })
+        Some(decided)
     }
 
     /// Takes a claimed shard into memory and starts watching its lease: when it is lost, the
@@ -340,7 +278,6 @@ impl SaleOwner {
             committed: remaining,
             available: remaining,
             last_used: now,
-            writing: false,
             owned_since: now,
             retiring: false,
             guard,
@@ -498,16 +435,11 @@ fn surrendered(shard: ShardId, owned: OwnedShard) -> Surrendered {
 }
 
 /// Reserves `quantity` units: from the single shard with the least stock that has enough (so
-/// shards empty and are handed back early), one no batch is writing first (so its order can ride
-/// a batch in a free lane at once), else gathered over several in ascending order.
+/// shards empty and are handed back early), else gathered over several in ascending order.
 fn reserve(shards: &mut BTreeMap<ShardId, OwnedShard>, quantity: i64) -> Option<Vec<(ShardClaim, u32)>> {
     let now = Instant::now();
-    let usable = OwnedShard::usable;
-    let single = shards
-        .iter()
-        .filter(|(_, s)| usable(s) && s.available >= quantity)
-        .min_by_key(|(_, s)| (s.writing, s.available))
-        .map(|(id, _)| *id);
+    let usable = |s: &OwnedShard| s.available > 0 && !s.retiring && !s.is_lost();
+    let single = shards.iter().filter(|(_, s)| usable(s) && s.available >= quantity).min_by_key(|(_, s)| s.available).map(|(id, _)| *id);
     let plan: Vec<(ShardId, i64)> = match single {
         Some(id) => vec![(id, quantity)],
         None => {

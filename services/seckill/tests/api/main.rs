@@ -11,7 +11,6 @@ mod fencing;
 mod gate;
 mod health;
 mod hints;
-mod lanes;
 mod lifecycle;
 mod live;
 mod openapi;

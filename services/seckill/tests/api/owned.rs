@@ -22,7 +22,7 @@ pub(crate) fn owner_settings() -> Settings {
     settings
 }
 
-pub(crate) fn sale(total: u32, shards: u32, strategy: &str) -> Value {
+fn sale(total: u32, shards: u32, strategy: &str) -> Value {
     json!({"total": total, "shards": shards, "per_user_limit": 1000, "max_per_order": 2, "strategy": strategy})
 }
 
@@ -53,7 +53,7 @@ async fn buy_until_sold_out(app: &TestApp, sku: &str, label: &str) -> u32 {
     }
 }
 
-pub(crate) async fn owned_fences(app: &TestApp, sku: &str) -> Vec<i64> {
+async fn owned_fences(app: &TestApp, sku: &str) -> Vec<i64> {
     let (_, body) = app.get_json(&format!("/v1/sales/{sku}/owners")).await;
     body["shards"].as_array().unwrap().iter().map(|s| s["fence"].as_i64().unwrap()).collect()
 }
@@ -231,7 +231,7 @@ async fn an_owner_that_lost_its_lease_stops_selling_from_memory() {
 }
 
 /// Orders one unit as `user` on a task of its own; its response.
-pub(crate) fn order_in_background(app: &TestApp, sku: &str, user: &str) -> tokio::task::JoinHandle<reqwest::Response> {
+fn order_in_background(app: &TestApp, sku: &str, user: &str) -> tokio::task::JoinHandle<reqwest::Response> {
     let (http, url) = (app.http.clone(), format!("{}/v1/sales/{sku}/orders", app.address));
     let body = json!({"user_id": user, "quantity": 1});
     tokio::spawn(async move { http.post(url).json(&body).send().await.unwrap() })
@@ -358,7 +358,7 @@ async fn what_an_instance_keeps_per_sale_is_freed_once_the_sale_is_over() {
     assert!(placement_freed, "placement entries left: {}", app.owned.placement_entries());
 }
 
-pub(crate) fn assert_exact_so_far(audit: &Value, sold: u32) {
+fn assert_exact_so_far(audit: &Value, sold: u32) {
     assert_eq!(audit["sold"], sold, "{audit}");
     assert_eq!(audit["oversold"], 0, "{audit}");
     assert_eq!(audit["consistent"], true, "{audit}");
