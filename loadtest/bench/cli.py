@@ -173,6 +173,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "invalid_fraction": plan.model.invalid_fraction, "load_model_from": "loadtest/k6/lib/seckill.js defaults",
             "instances": INSTANCES, "workers_per_instance": instance_workers(),
             "request_deadline_ms": REQUEST_DEADLINE_MS, "k6_gogc": k6_environment({})["GOGC"],
+            "k6_gomemlimit": k6_environment({})["GOMEMLIMIT"],
             "throughput_cells": [f"{n}/{sh}" for n, sh in plan.throughput],
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
             "latency_cells": [f"{n}/{sh}" for n, sh in plan.latency], "latency_fractions": list(LATENCY_FRACTIONS),

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .settings import K6_GOGC, K6_WRAPPER, ROOT, SECKILL_BIN, SERVER_SCRIPT
+from .settings import K6_GOGC, K6_WRAPPER, ROOT, SECKILL_BIN, SERVER_SCRIPT, k6_memory_limit
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -72,9 +72,9 @@ def run_k6(script: Path, env: dict[str, str], log_path: Path, timeout: float, co
 
 
 def k6_environment(env: dict[str, str]) -> dict[str, str]:
-    """The environment of a k6 run: this process's, `env`, and k6's GC target `K6_GOGC` unless
-    one of those sets GOGC."""
-    return {"GOGC": K6_GOGC, **os.environ, **env}
+    """The environment of a k6 run: this process's, `env`, and k6's GC setting (`K6_GOGC`, under the
+    soft limit `k6_memory_limit`) for whichever of GOGC and GOMEMLIMIT those do not set."""
+    return {"GOGC": K6_GOGC, "GOMEMLIMIT": str(k6_memory_limit()), **os.environ, **env}
 
 
 def run_together(cmds: list[list[str]], log_paths: list[Path], timeout: float, what: str) -> list[int]:

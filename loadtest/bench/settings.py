@@ -27,14 +27,21 @@ K6_HEALTHZ = ROOT / "loadtest" / "k6" / "healthz.js"
 K6_UNPAID = ROOT / "loadtest" / "k6" / "unpaid.js"
 K6_LIB = ROOT / "loadtest" / "k6" / "lib" / "seckill.js"
 K6_WRAPPER = ROOT / "scripts" / "k6.sh"
-# k6's Go garbage collector target (GOGC) in every bench run, unless the environment sets one. At
-# the default (100) its collections, on the 2 cores it shares with the service, showed in the
-# latency measured. owned-shards at 1600 orders/s (two instances, 10 s, alternating runs): k6's
-# p99 60.3, 37.7 and 48.8 ms with 100; 33.5, 23.4 and 23.2 ms with 400. In a run with a k6 p99 of
-# 67.9 ms, seckill's own request histogram had 99.5% of the answers under 25 ms. At 4000
-# arrivals/s k6 used 10.6 s of CPU instead of 12.5 with 400, and 559 MB of memory at most instead
-# of 299.
-K6_GOGC = "400"
+# k6's Go garbage collector in every bench run, unless the environment sets GOGC: off, under a
+# soft memory limit (GOMEMLIMIT, `k6_memory_limit`) that a run reaches only if it allocates more
+# than that. On the 2 cores it shares with the service, each of k6's collections showed in the
+# latency measured. With GOGC=400 (the setting before this one), a 10 s point of owned-shards at
+# 1716 arrivals/s had collections 4.7 s and 10.1 s after k6 started, of 285 and 369 ms each, marking
+# a live heap of about 140 MB (the VU pool); its requests over 30 ms fell in the same windows of
+# the load (4.3-4.6 s and 9.7-10.0 s), and in another run the slow ones spent 11.7 ms on average
+# *sending* their request: k6 itself had stalled. In alternating runs at 400, the p99 at 50% of
+# the throughput cell was 25.7 to 61.0 ms over 7 points; with GC off, 17.1, 17.3 and 18.1 ms. (At
+# the Go default, 100, an earlier run gave 60.3, 37.7 and 48.8 ms; with 400, 33.5, 23.4 and 23.2.)
+K6_GOGC = "off"
+# The most k6 may allocate before it collects at all, and its share of the memory available when a
+# run starts.
+K6_MEMORY_LIMIT_MAX = 4 << 30
+K6_MEMORY_SHARE = 4
 WRK_ORDERS = ROOT / "loadtest" / "wrk" / "orders.lua"
 WRK_HEALTHZ = ROOT / "loadtest" / "wrk" / "healthz.lua"
 # The project's one way to start a seckill instance (loadtest/bench/processes.py calls it).
@@ -216,3 +223,14 @@ class LoadModel:
         pairs = [(int(q), float(w)) for q, _, w in (p.strip().partition(":") for p in self.qty_mix.split(",") if p.strip())]
         total = sum(w for _, w in pairs)
         return [(q, w / total) for q, w in pairs]
+
+
+def k6_memory_limit(meminfo: str | None = None) -> int:
+    """Bytes k6's heap may reach before it collects (its GOMEMLIMIT): a quarter of the memory
+    available (`MemAvailable` of `/proc/meminfo`, or `meminfo`), at most 4 GiB; 4 GiB when the
+    kernel does not say."""
+    text = meminfo if meminfo is not None else Path("/proc/meminfo").read_text()
+    found = re.search(r"MemAvailable:\s*(\d+) kB", text)
+    if not found:
+        return K6_MEMORY_LIMIT_MAX
+    return min(K6_MEMORY_LIMIT_MAX, int(found.group(1)) * 1024 // K6_MEMORY_SHARE)

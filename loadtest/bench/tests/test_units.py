@@ -15,7 +15,7 @@ from bench.locks import (HEAD_TO_HEAD_PEER, HEAD_TO_HEAD_ROUNDS, advisory_url, l
                          round_order, sentinel_parts)
 from bench.processes import SetupError, k6_environment
 from bench.result import stale_results
-from bench.settings import K6_GOGC, LoadModel, k6_defaults
+from bench.settings import K6_GOGC, K6_MEMORY_LIMIT_MAX, LoadModel, k6_defaults, k6_memory_limit
 from factories import cell
 
 K6_SNIPPET = """
@@ -139,12 +139,22 @@ def test_the_head_to_head_rounds_let_each_side_run_first_equally_often():
     assert all(sorted(round_order(n)) == sorted(["lockkit", HEAD_TO_HEAD_PEER]) for n in range(1, 5))
 
 
-def test_k6_runs_with_the_bench_gc_target_unless_the_environment_sets_one(monkeypatch):
+def test_k6_runs_with_the_bench_gc_setting_unless_the_environment_sets_one(monkeypatch):
     monkeypatch.delenv("GOGC", raising=False)
-    assert k6_environment({"RATE": "10"})["GOGC"] == K6_GOGC
+    monkeypatch.delenv("GOMEMLIMIT", raising=False)
+    assert k6_environment({"RATE": "10"})["GOGC"] == K6_GOGC == "off"
+    assert 0 < int(k6_environment({})["GOMEMLIMIT"]) <= K6_MEMORY_LIMIT_MAX
     assert k6_environment({"GOGC": "100"})["GOGC"] == "100"
-    monkeypatch.setenv("GOGC", "off")
-    assert k6_environment({})["GOGC"] == "off"
+    monkeypatch.setenv("GOGC", "400")
+    monkeypatch.setenv("GOMEMLIMIT", "1GiB")
+    assert k6_environment({})["GOGC"] == "400"
+    assert k6_environment({})["GOMEMLIMIT"] == "1GiB"
+
+
+def test_k6_may_use_a_quarter_of_the_available_memory_up_to_4_gib():
+    assert k6_memory_limit("MemTotal: 4000000 kB\nMemAvailable:    2000000 kB\n") == 2_000_000 * 1024 // 4
+    assert k6_memory_limit("MemAvailable: 64000000 kB\n") == K6_MEMORY_LIMIT_MAX == 4 << 30
+    assert k6_memory_limit("no such line\n") == K6_MEMORY_LIMIT_MAX
 
 
 def test_the_head_to_head_runs_before_the_other_lock_servers_start(monkeypatch):
