@@ -239,7 +239,7 @@ impl Default for Owner {
 
 impl Default for Batch {
     fn default() -> Self {
-        Self { linger: Duration::from_millis(10), sorted_locks: true }
+        Self { linger: Duration::from_millis(15), sorted_locks: true }
     }
 }
 
