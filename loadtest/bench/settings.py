@@ -33,10 +33,11 @@ K6_WRAPPER = ROOT / "scripts" / "k6.sh"
 # latency measured. With GOGC=400 (the setting before this one), a 10 s point of owned-shards at
 # 1716 arrivals/s had collections 4.7 s and 10.1 s after k6 started, of 285 and 369 ms each, marking
 # a live heap of about 140 MB (the VU pool); its requests over 30 ms fell in the same windows of
-# the load (4.3-4.6 s and 9.7-10.0 s), and in another run the slow ones spent 11.7 ms on average
-# *sending* their request: k6 itself had stalled. In alternating runs at 400, the p99 at 50% of
-# the throughput cell was 25.7 to 61.0 ms over 7 points; with GC off, 17.1, 17.3 and 18.1 ms. (At
-# the Go default, 100, an earlier run gave 60.3, 37.7 and 48.8 ms; with 400, 33.5, 23.4 and 23.2.)
+# the load (4.3-4.7 s and 9.7-10.1 s), and in another run the slow ones spent 11.7 ms on average
+# *sending* their request: k6 itself had stalled. In owned-only runs minutes apart, the p99 at 50%
+# of the throughput cell was 25.7 to 61.0 ms over 7 points at 400, and 17.1 to 18.2 ms over 6 with
+# the collector off (docs/bench.md has the runs). (At the Go default, 100, an earlier run gave
+# 60.3, 37.7 and 48.8 ms; with 400, 33.5, 23.4 and 23.2.)
 K6_GOGC = "off"
 # The most k6 may allocate before it collects at all, and its share of the memory available when a
 # run starts.
