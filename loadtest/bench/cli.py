@@ -164,6 +164,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
     cfg = plan.cfg
+    k6_env = k6_environment({})
     return {"total": cfg.total, "rate": cfg.rate, "duration_s": cfg.duration_s, "max_vus": cfg.max_vus, "users": cfg.users,
             "pg_seconds": cfg.pg_seconds, "pg_clients": cfg.pg_clients, "lock_ms": cfg.lock_ms, "peers": cfg.peers,
             "redis_requests": cfg.redis_n, "redis_requests_pipelined": cfg.redis_n_pipelined,
@@ -172,8 +173,7 @@ def settings_of(plan: Plan, args: argparse.Namespace) -> dict:
             "qty_mix": plan.model.qty_mix, "replay_fraction": plan.model.replay_fraction,
             "invalid_fraction": plan.model.invalid_fraction, "load_model_from": "loadtest/k6/lib/seckill.js defaults",
             "instances": INSTANCES, "workers_per_instance": instance_workers(),
-            "request_deadline_ms": REQUEST_DEADLINE_MS, "k6_gogc": k6_environment({})["GOGC"],
-            "k6_gomemlimit": k6_environment({})["GOMEMLIMIT"],
+            "request_deadline_ms": REQUEST_DEADLINE_MS, "k6_gogc": k6_env["GOGC"], "k6_gomemlimit": k6_env["GOMEMLIMIT"],
             "throughput_cells": [f"{n}/{sh}" for n, sh in plan.throughput],
             "throughput_total": plan.tp_cfg.total, "throughput_users": plan.tp_cfg.users,
             "latency_cells": [f"{n}/{sh}" for n, sh in plan.latency], "latency_fractions": list(LATENCY_FRACTIONS),
