@@ -106,7 +106,7 @@ fi
 # from a worktree of a commit while the main tree is being edited.
 if [[ "$smoke" -eq 1 ]]; then
     export BENCH_PROFILE=debug
-    build=(cargo build -p seckill -p lockctl)
+    build=(cargo_dev_build -p seckill -p lockctl)
 else
     export BENCH_PROFILE=release
     build=(cargo build --release -p seckill -p lockctl)

@@ -59,7 +59,7 @@ done
 if [[ -n "${CHAOS_PROFILE:-}" ]]; then
     PROFILE="$CHAOS_PROFILE"
 elif [[ "$bounded" -eq 1 ]]; then
-    PROFILE=dev   # shares its build with `make test`
+    PROFILE=dev   # shares its build with `make test` (lib/cargo.sh)
 else
     PROFILE=release
 fi
@@ -141,7 +141,11 @@ install -d -m 0755 .run "$WORK"
 
 started=$SECONDS
 log "building seckill and the chaos runner ($PROFILE profile)"
-cargo build --profile "$PROFILE" -p seckill -p chaos --bins >&2
+if [[ "$PROFILE" == dev ]]; then
+    cargo_dev_build -p seckill -p chaos --bins >&2
+else
+    cargo build --profile release -p seckill -p chaos --bins >&2
+fi
 log "built in $((SECONDS - started)) s"
 
 coordination_up

@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # What every script of the project starts with. Set SCRIPT_TAG (the "[tag]" of its messages) and
 # source this first. It also sources the small shared helpers, lib/proc.sh (pids and ports),
-# lib/apt.sh (Debian packages) and lib/pip.sh (Python packages); the servers' own libraries
-# (lib/redis.sh, lib/pg.sh, lib/zookeeper.sh, lib/etcd.sh, lib/pgbouncer.sh, lib/faultproxy.sh,
-# lib/seckill.sh) and lib/coordination.sh are sourced where needed.
+# lib/apt.sh (Debian packages), lib/pip.sh (Python packages) and lib/cargo.sh (dev builds); the
+# servers' own libraries (lib/redis.sh, lib/pg.sh, lib/zookeeper.sh, lib/etcd.sh, lib/pgbouncer.sh,
+# lib/faultproxy.sh, lib/seckill.sh) and lib/coordination.sh are sourced where needed.
 #
 #   ROOT            the repository's top directory
 #   log MSG...      "[tag] MSG" on stderr (stdout stays free for what a script prints)
@@ -46,3 +46,5 @@ source "$ROOT/scripts/lib/proc.sh"
 source "$ROOT/scripts/lib/apt.sh"
 # shellcheck source=lib/pip.sh
 source "$ROOT/scripts/lib/pip.sh"
+# shellcheck source=lib/cargo.sh
+source "$ROOT/scripts/lib/cargo.sh"

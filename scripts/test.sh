@@ -99,6 +99,8 @@ python3 -m pytest -q -p no:cacheprovider loadtest/bench/tests scripts/tests || f
 # instances; audits and thresholds, no speed targets) and the chaos suite shortened. QUICK=1
 # skips them for a fast local loop; CI always runs them.
 if [[ "${QUICK:-0}" != 1 ]]; then
+    # Their dev builds are the test step's own (scripts/lib/cargo.sh).
+    export CARGO_SHARE_TEST_BUILD=1
     for step in "scripts/bench.sh --smoke" "scripts/chaos.sh --bounded" "scripts/compose.sh --bounded"; do
         step "$step"
         step_log="$ROOT/.run/test-step.log"
