@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (23, include_str!("../../migrations/0023_batches_fold_returns_only_when_one_is_pending.sql")),
     (24, include_str!("../../migrations/0024_batches_answer_replays.sql")),
     (25, include_str!("../../migrations/0025_replays_lock_no_buyer.sql")),
+    (26, include_str!("../../migrations/0026_drop_the_superseded_batch_function.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).
