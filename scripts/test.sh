@@ -76,7 +76,8 @@ done
 # it is, like every other step. The packaged crate is a workspace of its own, which does not see
 # Cargo.toml's [profile.dev]: given the same settings, it builds lockkit's dependencies without
 # debug info, as the test step does, and the test step reuses those whose features match. (In CI
-# the step took 83 s with them and 102 s without, in runs on different days.)
+# the step took 83 and 88 s with them, and 102 s without in a run some hours before, when the
+# box was faster.)
 step "cargo package -p lockkit"
 cargo package -p lockkit --all-features --allow-dirty --quiet \
     --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false' ||
