@@ -106,10 +106,10 @@ fi
 # from a worktree of a commit while the main tree is being edited.
 if [[ "$smoke" -eq 1 ]]; then
     export BENCH_PROFILE=debug
-    build=(cargo_dev_build -p seckill -p lockctl)
+    build=(cargo_build dev -p seckill -p lockctl)
 else
     export BENCH_PROFILE=release
-    build=(cargo build --release -p seckill -p lockctl)
+    build=(cargo_build release -p seckill -p lockctl)
 fi
 if [[ "${BENCH_SKIP_BUILD:-0}" == 1 ]]; then
     log "BENCH_SKIP_BUILD=1: not running ${build[*]} (binaries from ${CARGO_TARGET_DIR:-target}/$BENCH_PROFILE)"

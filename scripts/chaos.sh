@@ -141,11 +141,7 @@ install -d -m 0755 .run "$WORK"
 
 started=$SECONDS
 log "building seckill and the chaos runner ($PROFILE profile)"
-if [[ "$PROFILE" == dev ]]; then
-    cargo_dev_build -p seckill -p chaos --bins >&2
-else
-    cargo build --profile release -p seckill -p chaos --bins >&2
-fi
+cargo_build "$PROFILE" -p seckill -p chaos --bins >&2
 log "built in $((SECONDS - started)) s"
 
 coordination_up

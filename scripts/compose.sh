@@ -347,11 +347,8 @@ finish() {
 run_fault_rows() {
     local bin status=0 rows=()
     log "building compose-chaos ($CHAOS_PROFILE profile; log: $WORK/build-compose-chaos.log)"
-    if [[ "$CHAOS_PROFILE" == dev ]]; then
-        cargo_dev_build -p chaos --bin compose-chaos
-    else
-        cargo build --profile release -p chaos --bin compose-chaos
-    fi >"$WORK/build-compose-chaos.log" 2>&1 || die_with_log "$WORK/build-compose-chaos.log" "building compose-chaos failed"
+    cargo_build "$CHAOS_PROFILE" -p chaos --bin compose-chaos >"$WORK/build-compose-chaos.log" 2>&1 ||
+        die_with_log "$WORK/build-compose-chaos.log" "building compose-chaos failed"
     bin="target/$([[ "$CHAOS_PROFILE" == dev ]] && echo debug || echo release)/compose-chaos"
     COMPOSE_FILES+=(-f deploy/faults/compose.yml)
     compose config -q || die "compose config rejects the files: ${COMPOSE_FILES[*]}"
