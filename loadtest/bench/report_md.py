@@ -244,7 +244,7 @@ def ceiling_rows(res: RunResult) -> list[str]:
         rows.append(["`pg_order_tps`", f"{fmt(pgc.get('pg_order_tps'))} tps",
                      f"pgbench -M prepared, {pgc.get('clients')} clients, {pgc.get('seconds')} s: db-atomic's order "
                      f"(`seckill_commit` guard 'atomic': shard UPDATE + user upsert under the per-user limit "
-                     f"{pgc.get('per_user_limit')} + orders + order_parts in one transaction, quantity mix "
+                     f"{pgc.get('per_user_limit')} + orders (no part row for an order of one shard) in one transaction, quantity mix "
                      f"{pgc.get('qty_mix')}); avg latency {pgc.get('latency_avg_ms')} ms"])
     for key, how in (("redis", ""), ("redis_pipelined", ", pipelined")):
         for c, r in sorted((res.ceilings.get(key) or {}).items(), key=lambda kv: int(kv[0])):

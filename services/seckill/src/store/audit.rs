@@ -41,14 +41,17 @@ pub struct Audit {
 /// The audit's one statement (`$1`: the sale's SKU), one snapshot of the sale's rows: what
 /// [`Db::audit`] runs, and what an operator can run by hand.
 ///
-/// Two reads of the sale's rows feed every figure: its parts joined with their orders' states,
-/// and its orders (totals, keys, buyers). Both are `MATERIALIZED`, so each runs once whatever
+/// Two reads of the sale's rows feed every figure: its parts with their orders' states (an order
+/// taken from one shard is its own part; a split order's parts are joined with it), and its orders
+/// (totals, keys, buyers). Both are `MATERIALIZED`, so each runs once whatever
 /// the planner believes. A sale's rows are usually younger than its statistics (autovacuum has
 /// not analysed them yet); estimated at one row, the parts' join was inlined under the shards'
 /// loop and ran once per shard: 643 ms for the audit of 18 619 orders over 20 shards
 /// (`EXPLAIN ANALYZE`), against 78 ms now, and growing with shards times orders.
 pub const AUDIT: &str = "WITH parts AS MATERIALIZED (
-    SELECT p.order_id, p.shard, p.quantity, o.state FROM order_parts p JOIN orders o ON o.id = p.order_id
+    SELECT o.id AS order_id, o.shard, o.quantity, o.state FROM orders o WHERE o.sku = $1 AND NOT o.split
+    UNION ALL
+    SELECT p.order_id, p.shard, p.quantity, o.state FROM order_split_parts p JOIN orders o ON o.id = p.order_id
      WHERE p.sku = $1),
 sold_by_shard AS (
     SELECT shard, SUM(quantity)::bigint AS sold FROM parts WHERE state IN ('reserved', 'paid') GROUP BY shard),

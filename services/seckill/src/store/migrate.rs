@@ -26,6 +26,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (24, include_str!("../../migrations/0024_batches_answer_replays.sql")),
     (25, include_str!("../../migrations/0025_replays_lock_no_buyer.sql")),
     (26, include_str!("../../migrations/0026_drop_the_superseded_batch_function.sql")),
+    (27, include_str!("../../migrations/0027_single_part_orders_keep_their_part_in_the_order.sql")),
 ];
 
 /// Advisory lock key shared by every instance ("seckill" in ASCII).

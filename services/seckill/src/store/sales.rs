@@ -82,7 +82,7 @@ impl Db {
             ],
         )
         .await?;
-        tx.execute("DELETE FROM order_parts WHERE sku = $1", &[&sku.as_str()]).await?;
+        tx.execute("DELETE FROM order_split_parts WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM orders WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM user_purchases WHERE sku = $1", &[&sku.as_str()]).await?;
         tx.execute("DELETE FROM stock_returns WHERE sku = $1", &[&sku.as_str()]).await?;

@@ -14,6 +14,7 @@ mod hints;
 mod lifecycle;
 mod live;
 mod openapi;
+mod order_parts;
 mod orders;
 mod owned;
 mod sales;

@@ -112,7 +112,7 @@ async fn a_deleted_sale_takes_its_orders_with_it() {
 
     db.execute("DELETE FROM sales WHERE sku = $1", &[&sku]).await.unwrap();
 
-    for table in ["orders", "order_parts", "user_purchases", "sale_paid"] {
+    for table in ["orders", "order_split_parts", "user_purchases", "sale_paid"] {
         let left: i64 = db.query_one(&format!("SELECT count(*) FROM {table} WHERE sku = $1"), &[&sku]).await.unwrap().get(0);
         assert_eq!(left, 0, "{table} rows of the deleted sale");
     }

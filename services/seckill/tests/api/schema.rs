@@ -26,7 +26,7 @@ fn schema_of(url: &str) -> String {
 }
 
 /// Every `*.sql` file of `dir`, in name order.
-fn sql_files(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn sql_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> =
         std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "sql")).collect();
     files.sort();
@@ -35,7 +35,7 @@ fn sql_files(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Runs `files` on `url` in order, each in one transaction.
-fn apply_files(url: &str, files: &[std::path::PathBuf]) {
+pub(crate) fn apply_files(url: &str, files: &[std::path::PathBuf]) {
     for file in files {
         let out = Command::new("psql")
             .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f"])
@@ -47,7 +47,8 @@ fn apply_files(url: &str, files: &[std::path::PathBuf]) {
     }
 }
 
-fn migrations_dir() -> &'static Path {
+/// The service's migration files.
+pub(crate) fn migrations_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
 }
 
