@@ -11,7 +11,9 @@
 -- statement of every batch. On a fresh database, one client looping seckill_commit_orders over
 -- batches of 16 single-part orders (pgbench -M prepared, fresh buyers and keys on every call), the
 -- batch without its parts insert cost PostgreSQL 1459 to 1691 µs against 1481 to 1970 with it, in
--- five alternating pairs (median difference 168 µs, about 10 µs per order).
+-- five alternating pairs (median difference 168 µs, about 10 µs per order). Built, the same loop
+-- (3000 batches of 16, pg_stat_wal) wrote 9.47 WAL records and 1010 to 1044 bytes per order,
+-- against 12.47 and 1236 to 1275 on a database migrated up to 0026.
 --
 -- Nothing loses a guarantee: `order_parts_by_shard` served only whole-sale reads (the gate's sold
 -- units per shard, the chaos checker), which now read a sale's orders by `orders_by_sale_key`'s
@@ -24,8 +26,10 @@ ALTER TABLE order_parts RENAME TO order_split_parts;
 ALTER INDEX order_parts_pkey RENAME TO order_split_parts_pkey;
 ALTER INDEX order_parts_by_shard RENAME TO order_split_parts_by_shard;
 
--- `split` false: the order's one part is (shard, quantity, fence, lease_until) of its own row.
--- A constant default: adding the column rewrites no row.
+-- `split` false: the order's one part is (shard, quantity, fence, lease_until) of its own row;
+-- true: its parts are rows of order_split_parts, and its own lease_until stays NULL. lease_until is
+-- what order_parts.lease_until was (the owner's lease deadline when it sent the batch; NULL for
+-- the strategies without one). A constant default: adding the columns rewrites no row.
 ALTER TABLE orders
     ADD COLUMN split boolean NOT NULL DEFAULT false,
     ADD COLUMN lease_until timestamptz;
@@ -350,7 +354,7 @@ BEGIN
         OVERRIDING SYSTEM VALUE
         SELECT a.id, p_sku, p_users[a.n], p_quantities[a.n], f.s, p_fences[array_position(p_shards, f.s)], p_keys[a.n],
                CASE WHEN v_window IS NULL THEN 'paid' ELSE 'reserved' END, v_at + v_window,
-               f.split, p_leases[array_position(p_shards, f.s)]
+               f.split, CASE WHEN NOT f.split THEN p_leases[array_position(p_shards, f.s)] END
           FROM unnest(v_accepted, v_ids) AS a(n, id)
           JOIN firsts f ON f.o = a.n
          ORDER BY CASE WHEN p_sorted THEN p_keys[a.n] END, a.n
