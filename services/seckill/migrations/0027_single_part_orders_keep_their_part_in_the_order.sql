@@ -34,12 +34,14 @@ ALTER TABLE orders
     ADD COLUMN split boolean NOT NULL DEFAULT false,
     ADD COLUMN lease_until timestamptz;
 
-WITH single AS (
-    SELECT p.order_id, min(p.lease_until) AS lease_until FROM order_split_parts p GROUP BY p.order_id HAVING count(*) = 1
+-- One pass over the parts: an order of several is split, an order of one takes its part's
+-- deadline. Orders with neither (one part, no deadline) are not rewritten.
+WITH per_order AS (
+    SELECT p.order_id, count(*) > 1 AS split, min(p.lease_until) AS lease_until FROM order_split_parts p GROUP BY p.order_id
 )
-UPDATE orders o SET lease_until = s.lease_until FROM single s WHERE o.id = s.order_id AND s.lease_until IS NOT NULL;
-UPDATE orders o SET split = true
- WHERE o.id IN (SELECT p.order_id FROM order_split_parts p GROUP BY p.order_id HAVING count(*) > 1);
+UPDATE orders o SET split = po.split, lease_until = CASE WHEN NOT po.split THEN po.lease_until END
+  FROM per_order po
+ WHERE o.id = po.order_id AND (po.split OR po.lease_until IS NOT NULL);
 DELETE FROM order_split_parts p USING orders o WHERE o.id = p.order_id AND NOT o.split;
 
 CREATE VIEW order_parts AS
