@@ -91,7 +91,11 @@ CAPACITY_ROUNDS = 3
 # 3 to 6% idle. Later, at 109a3f0 on an Intel Xeon box (`--only-capacity` with 128 and 256):
 # owned-shards sold 21 019, 22 597 and 22 556 orders/s at 128, the box 11 to 13% idle, and 26 319,
 # 24 636 and 24 165 at 256, 9% idle; redis-gate 14 957, 14 261 and 13 884 at 128, and 13 502,
-# 13 055 and 12 113 at 256.
+# 13 055 and 12 113 at 256. No level above 256: at 6bb5354 (`--only-capacity` with 256 and 512),
+# owned-shards sold 22 619, 22 961 and 20 925 orders/s at 256 and 22 234, 20 354 and 19 784 at 512,
+# its own CPU per order rising from 24-27 µs to 29-33; with `SECKILL_MAX_IN_FLIGHT=1024`, so that
+# the 512 connections are all admitted (256 by default), 21 330, 23 670 and 21 153 against 20 459,
+# 21 308 and 21 065. redis-gate sold less at 512 than at 256 both times.
 CAPACITY_CONNECTIONS = (64, 128, 256)
 CAPACITY_SHARDS = 20
 CAPACITY_STOCK = 400_000

@@ -109,7 +109,7 @@ def rslock_targets(lk: dict) -> list[Target]:
             x = float(a) / float(b)
             passed &= ok(x)
             profile = client_cpu(mine[c], theirs[c]) if field == "pairs_per_sec" else ""
-            details.append(f"C={c}: {float(a):.1f} / {float(b):.1f}{unit} = x{x:.2f}{profile}")
+            details.append(f"C={c}: {float(a):.1f} / {float(b):.1f}{unit} = {times(x, ok)}{profile}")
         out.append(_t(key, passed, "; ".join(details) + source))
     return out
 
@@ -141,7 +141,7 @@ def lock_targets(lk: dict, smoke: bool) -> list[Target]:
             continue
         lib, ratio = min(vp.items(), key=lambda kv: kv[1])
         ok &= ratio > 1.0
-        worst.append(f"C={c}: x{ratio:.2f} vs {lib} (closest)")
+        worst.append(f"C={c}: {times(ratio, lambda v: v > 1.0)} vs {lib} (closest)")
     out.append(_t("lockkit_vs_peers", ok, "; ".join(worst)))
     return out
 
@@ -155,13 +155,24 @@ def _cpu_note(cell: CellResult) -> str:
             f"redis {cpu.get('redis', 0):.0f})")
 
 
-def _ratio(key: str, num: float | None, den: float | None, floor: float, describe, missing: str = "no data") -> Target:
-    """PASS when num / den >= floor; `describe(x)` says what the ratio x is; MISS with `missing`
-    when a figure is absent."""
+def times(x: float, passes: Callable[[float], bool]) -> str:
+    """A ratio as the targets show it, 'x1.23': two decimals, or more (up to four) when two would
+    put the figure shown on the other side of its target than the ratio itself (1.4953 against
+    >= 1.5 shows x1.495, not x1.50)."""
+    digits = 2
+    while digits < 4 and passes(round(x, digits)) != passes(x):
+        digits += 1
+    return f"x{x:.{digits}f}"
+
+
+def _ratio(key: str, num: float | None, den: float | None, floor: float, describe: Callable[[float, str], str],
+           missing: str = "no data") -> Target:
+    """PASS when num / den >= floor; `describe(x, shown)` says what the ratio x is (`shown`: x as
+    `times` writes it); MISS with `missing` when a figure is absent."""
     if num is None or not den:
         return _t(key, False, missing)
     x = num / den
-    return _t(key, x >= floor, describe(x))
+    return _t(key, x >= floor, describe(x, times(x, lambda v: v >= floor)))
 
 
 def strategy_targets(cells: list[CellResult], ceilings: dict) -> list[Target]:
@@ -172,8 +183,9 @@ def strategy_targets(cells: list[CellResult], ceilings: dict) -> list[Target]:
     tps = (ceilings.get("pg") or {}).get("pg_order_tps")
     out = [
         _ratio("fenced_shard_scaling", f20_ops if f1 else None, f1.orders_per_sec if f1 else None, 3.0,
-               lambda x: f"{f20_ops:.0f} / {f1.orders_per_sec:.0f} orders/s = x{x:.2f}"),
-        _ratio("fenced_vs_pg", f20_ops, tps, 0.6, lambda x: f"{f20_ops:.0f} orders/s = {x * 100:.0f}% of {tps:.0f} tps"),
+               lambda x, shown: f"{f20_ops:.0f} / {f1.orders_per_sec:.0f} orders/s = {shown}"),
+        _ratio("fenced_vs_pg", f20_ops, tps, 0.6,
+               lambda x, shown: f"{f20_ops:.0f} orders/s = {x * 100:.0f}% of {tps:.0f} tps"),
     ]
 
     # owned-shards: judged on the throughput cells (steady-state selling) when they ran, else on
@@ -183,11 +195,11 @@ def strategy_targets(cells: list[CellResult], ceilings: dict) -> list[Target]:
 
     o20, a20, o_mission, am = pick("owned-shards"), pick("db-atomic"), by.get(("owned-shards", 20)), by.get(("db-atomic", 20))
 
-    def vs_atomic(x: float) -> str:
+    def vs_atomic(x: float, shown: str) -> str:
         extra = ""
         if o20.kind == "throughput" and o_mission and am and am.orders_per_sec:
             extra = f"; mission cells: {o_mission.orders_per_sec:.0f} / {am.orders_per_sec:.0f} = x{o_mission.orders_per_sec / am.orders_per_sec:.2f}"
-        return (f"{o20.kind} cells: {o20.orders_per_sec:.0f} / {a20.orders_per_sec:.0f} orders/s = x{x:.2f}{extra}"
+        return (f"{o20.kind} cells: {o20.orders_per_sec:.0f} / {a20.orders_per_sec:.0f} orders/s = {shown}{extra}"
                 + (_cpu_note(o20) if x < 2.0 else ""))
 
     same_kind = o20 is not None and a20 is not None and o20.kind == a20.kind
@@ -195,7 +207,7 @@ def strategy_targets(cells: list[CellResult], ceilings: dict) -> list[Target]:
                       2.0, vs_atomic))
     http = (ceilings.get("http") or {}).get("http_ok_per_sec")
     out.append(_ratio("owned_vs_http", o20.orders_per_sec if o20 else None, http, 0.6,
-                      lambda x: f"{o20.kind} cell: {o20.orders_per_sec:.0f} orders/s = {x * 100:.0f}% of {http:.0f} req/s",
+                      lambda x, shown: f"{o20.kind} cell: {o20.orders_per_sec:.0f} orders/s = {x * 100:.0f}% of {http:.0f} req/s",
                       "no data" + ("" if http else " (HTTP ceiling not run)")))
     for key, attr, limit, unit in (("owned_redis_per_order", "redis_cmds_per_order", 0.1, "Redis commands"),
                                    ("owned_pg_per_order", "pg_commits_per_order", 0.25, "PostgreSQL commits")):
@@ -241,7 +253,7 @@ def capacity_targets(cells: list[WrkResult]) -> list[Target]:
     def vs(key: str, kind: str, other: str, floor: float, attr: str = "orders_per_sec", unit: str = "orders/s") -> Target:
         o, x = by.get((kind, "owned-shards")), by.get((kind, other))
         num, den = (getattr(o, attr) if o else None), (getattr(x, attr) if x else None)
-        return _ratio(key, num, den, floor, lambda r: f"{num:.0f} / {den:.0f} {unit} = x{r:.2f}{medians_of(o, x)}")
+        return _ratio(key, num, den, floor, lambda r, shown: f"{num:.0f} / {den:.0f} {unit} = {shown}{medians_of(o, x)}")
 
     cap = by.get(("capacity", "owned-shards"))
     cost = (cap.cpu_us_per_order if cap else None) or {}
@@ -291,6 +303,7 @@ def latency_targets(points: list[CellResult], http_floor: dict | None = None, di
         out.append(_t("moderate_owned_cpu", cost["total"] <= 200,
                       f"{cost['total']:.0f} µs per order (seckill {cost['seckill']:.0f} + PostgreSQL {cost['postgres']:.0f} "
                       f"+ Redis {cost['redis']:.0f}) at {moderate.orders_per_sec:.0f} orders/s, {moderate.orders} orders"
+                      + per_commit(moderate, cost["postgres"])
                       + rounds_of(moderate_points(owned), moderate, "µs per order", server_us_total)
                       + moderate_floor(http_floor)))
     half = half_median(owned)
@@ -324,6 +337,17 @@ def rounds_of(rounds: list[CellResult], median: CellResult, unit: str, measure: 
 
     return (f"; the median of {len(rounds)} rounds (round {median.spec.round_no}; {unit} by round: "
             + ", ".join(one(c) for c in rounds) + ")")
+
+
+def per_commit(cell: CellResult, pg_us_per_order: float) -> str:
+    """PostgreSQL's share of an order split into what a commit costs it and how many orders share
+    one (a batch's cost is mostly fixed below capacity), as the cost target's detail adds it ('' if
+    the commits were not counted)."""
+    commits = cell.pg_commits_per_order
+    if not commits:
+        return ""
+    return (f"; PostgreSQL {pg_us_per_order / commits:.0f} µs per commit x {commits:.3f} commits per order "
+            f"(about {1 / commits:.0f} orders per commit)")
 
 
 def moderate_floor(http_floor: dict | None) -> str:

@@ -1,7 +1,7 @@
 """PASS/MISS targets from cells, ceilings and the lock section."""
 
 from bench.locks import medians
-from bench.targets import evaluate_targets
+from bench.targets import evaluate_targets, times
 from factories import cell, control
 
 
@@ -155,6 +155,26 @@ def test_the_moderate_load_cost_is_the_servers_cpu_per_order_of_the_fixed_rate_p
 
     assert (passed.status, missed.status) == ("PASS", "MISS")
     assert passed.detail.startswith("185 µs per order (seckill 100 + PostgreSQL 80 + Redis 5)")
+
+
+def test_the_moderate_load_cost_splits_postgresqls_share_into_the_cost_of_a_commit_and_the_orders_sharing_it():
+    # PostgreSQL: 20% of a core for 10 s over 20 000 orders is 100 µs per order; 1250 commits.
+    costly = point(0.6, 2000, pg_commits_per_order=0.0625,
+                   cpu_profile={"seckill": 30.0, "postgres": 20.0, "redis": 1.0, "k6": 60.0})
+
+    detail = by_id(evaluate_targets([], {}, {}, smoke=False, points=[costly]))["moderate_owned_cpu"].detail
+
+    assert "20000 orders; PostgreSQL 1600 µs per commit x 0.062 commits per order (about 16 orders per commit)" in detail
+    uncounted = point(0.6, 2000, cpu_profile={"seckill": 30.0, "postgres": 20.0, "redis": 1.0, "k6": 60.0})
+    assert "per commit" not in by_id(evaluate_targets([], {}, {}, smoke=False, points=[uncounted]))["moderate_owned_cpu"].detail
+
+
+def test_a_ratio_shows_the_decimals_that_keep_it_on_its_side_of_the_target():
+    assert times(20590 / 13770, lambda v: v >= 1.5) == "x1.495"
+    assert times(2.004, lambda v: v >= 2.0) == "x2.00"
+    assert times(1.9996, lambda v: v >= 2.0) == "x1.9996"
+    assert times(1.5049, lambda v: v <= 1.5) == "x1.505"
+    assert times(4.2, lambda v: v >= 4.0) == "x4.20"
 
 
 def test_the_moderate_load_cost_names_the_http_floor_at_that_rate_when_it_was_measured():
