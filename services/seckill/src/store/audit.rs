@@ -44,10 +44,10 @@ pub struct Audit {
 /// Two reads of the sale's rows feed every figure: its parts with their orders' states (an order
 /// taken from one shard is its own part; a split order's parts are joined with it), and its orders
 /// (totals, keys, buyers). Both are `MATERIALIZED`, so each runs once whatever the planner
-/// believes. A sale's rows are usually younger than its statistics (autovacuum has
-/// not analysed them yet); estimated at one row, the parts' join was inlined under the shards'
-/// loop and ran once per shard: 643 ms for the audit of 18 619 orders over 20 shards
-/// (`EXPLAIN ANALYZE`), against 78 ms now, and growing with shards times orders.
+/// believes. A sale's rows are usually younger than its statistics (autovacuum has not analysed
+/// them yet); estimated at one row, the parts' join was inlined under the shards' loop and ran once
+/// per shard: 643 ms for the audit of 18 619 orders over 20 shards (`EXPLAIN ANALYZE`), against
+/// 78 ms now, and growing with shards times orders.
 pub const AUDIT: &str = "WITH parts AS MATERIALIZED (
     SELECT o.id AS order_id, o.shard, o.quantity, o.state FROM orders o WHERE o.sku = $1 AND NOT o.split
     UNION ALL
