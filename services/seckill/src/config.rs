@@ -143,6 +143,7 @@ pub struct Pools {
     /// For general work.
     pub general: usize,
     /// Reserved for shard-lock holders; at least the number of shards, so no holder waits for one.
+    /// The owners' batches have a pool of this size of their own.
     pub critical: usize,
 }
 

@@ -43,6 +43,15 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
+    /// A thread of the service's own (the owners' batch thread) could not be started.
+    #[error("start the {name} thread")]
+    Thread {
+        /// The thread's name.
+        name: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl StartupError {
@@ -123,7 +132,8 @@ impl Application {
             limit_refusal_trust: settings.owner.limit_refusal_trust,
             failpoint: settings.failpoint,
         };
-        let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis);
+        let owned = OwnedShards::start(placement, batches, db.clone(), shard_locks.clone(), hints.clone(), redis)
+            .map_err(|source| StartupError::Thread { name: crate::owned::BATCH_THREAD, source })?;
         let guards = LifecycleGuards { state_checked: settings.orders.expiry_checks_state, returns: settings.orders.returns };
         let lifecycle = Lifecycle::new(db.clone(), hints.clone(), guards).await?;
         let sweeper = CancellationToken::new();

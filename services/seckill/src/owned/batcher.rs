@@ -1,6 +1,7 @@
 //! The batcher of one sale owner: it takes every order decided since the last batch and commits
 //! them in one transaction (`Db::commit_batch`), one batch at a time, then tells each waiting
-//! request what became of its order. Orders decided while a batch is in flight form the next
+//! request what became of its order. It runs on the batch thread (`batch_thread`), not on the
+//! HTTP worker whose requests it answers. Orders decided while a batch is in flight form the next
 //! one, so the batch size grows with the load and the commits per order fall; below capacity a
 //! short linger (see `linger`) gathers a few more.
 //!
@@ -12,6 +13,7 @@
 use std::{sync::Arc, time::Duration};
 
 use super::{
+    batch_thread::BatchThread,
     linger::BATCH_FULL,
     owner::{Decided, Pending, SaleOwner},
     placement::Surrenders,
@@ -70,14 +72,14 @@ const HELD_RECHECK: Duration = Duration::from_millis(10);
 /// is sent back to be decided again.
 const MAX_REQUEUES: u8 = 3;
 
-/// Starts the batcher of `owner`; it ends when the owner stops. A batcher that panics (a bug)
-/// closes its owner: the orders it was committing have an unknown fate and are answered so by
-/// their requests (their reply was dropped), the ones still pending are decided again, and the
-/// shards go back, to be claimed again from what PostgreSQL holds.
-pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext) {
+/// Starts the batcher of `owner` on `thread`; it ends when the owner stops. A batcher that
+/// panics (a bug) closes its owner: the orders it was committing have an unknown fate and are
+/// answered so by their requests (their reply was dropped), the ones still pending are decided
+/// again, and the shards go back, to be claimed again from what PostgreSQL holds.
+pub(crate) fn spawn(owner: Arc<SaleOwner>, ctx: BatchContext, thread: &BatchThread) {
     let surrenders = ctx.surrenders.clone();
-    let batcher = tokio::spawn(run(owner.clone(), ctx));
-    tokio::spawn(async move {
+    let batcher = thread.spawn(run(owner.clone(), ctx));
+    thread.spawn(async move {
         if let Err(e) = batcher.await
             && e.is_panic()
         {

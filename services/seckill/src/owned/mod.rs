@@ -17,10 +17,12 @@
 //! |---|---|
 //! | `owner` | one sale's owned shards, their memory, decisions (reservations) |
 //! | `batcher` | committing decided orders in batches and answering them |
+//! | `batch_thread` | the thread the batchers and their connections run on |
 //! | `linger` | how long a batch waits for more orders |
 //! | `limit_refusals` | buyers just refused for the per-user limit, refused again from memory |
 //! | `placement` | taking free shards, giving them back (empty, idle, fair share), heartbeats |
 
+mod batch_thread;
 mod batcher;
 mod limit_refusals;
 mod linger;
@@ -39,11 +41,12 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::owner::OwnedShardView;
 use self::{
+    batch_thread::BatchThread,
     batcher::BatchContext,
     owner::{Decided, SaleOwner},
     placement::{Placement, Taken},
 };
-pub(crate) use self::{batcher::BatchSettings, placement::PlacementSettings};
+pub(crate) use self::{batch_thread::THREAD_NAME as BATCH_THREAD, batcher::BatchSettings, placement::PlacementSettings};
 use crate::{
     domain::Sale,
     domain::{Fencing, OrderRequest, Sku},
@@ -70,13 +73,14 @@ pub enum OwnedAttempt {
 pub struct OwnedShards {
     placement: Arc<Placement>,
     batch: BatchContext,
+    batch_thread: BatchThread,
     owners: Mutex<HashMap<Sku, Arc<SaleOwner>>>,
     stop: CancellationToken,
 }
 
 impl OwnedShards {
     /// Starts ownership for this instance, with its background rebalancing and heartbeat, and
-    /// its batches formed by `batches`.
+    /// its batches formed by `batches` and committed on a thread of their own (`batch_thread`).
     pub(crate) fn start(
         settings: PlacementSettings,
         batches: BatchSettings,
@@ -84,14 +88,15 @@ impl OwnedShards {
         locks: ShardLocks,
         hints: Hints,
         redis: ConnectionManager,
-    ) -> Arc<Self> {
+    ) -> std::io::Result<Arc<Self>> {
         let write_bound = settings.write_bound;
         let interval = settings.interval;
+        let batch_thread = BatchThread::start(write_bound)?;
         let placement = Placement::new(settings, db.clone(), locks, hints, redis);
         let batch = BatchContext { db, bound: write_bound, surrenders: placement.surrenders().clone(), settings: batches };
-        let owned = Arc::new(Self { placement, batch, owners: Mutex::default(), stop: CancellationToken::new() });
+        let owned = Arc::new(Self { placement, batch, batch_thread, owners: Mutex::default(), stop: CancellationToken::new() });
         tokio::spawn(rebalance_loop(Arc::downgrade(&owned), owned.stop.clone(), interval));
-        owned
+        Ok(owned)
     }
 
     /// This instance's id (heartbeats, requests for stock).
@@ -212,7 +217,7 @@ impl OwnedShards {
         if let Some(previous) = owners.insert(sale.sku.clone(), owner.clone()) {
             self.batch.surrenders.send(&previous, previous.close());
         }
-        batcher::spawn(owner.clone(), self.batch.clone());
+        batcher::spawn(owner.clone(), self.batch.clone(), &self.batch_thread);
         owner
     }
 }

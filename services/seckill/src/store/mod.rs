@@ -39,13 +39,18 @@ pub struct Db {
     /// Reserved for work done under a shard lock, so a lock holder never queues behind requests
     /// that hold no lock: under load that convoy would stretch every lock's hold time.
     critical: Pool,
+    /// The owners' batches' own connections, bounded as the critical ones. A connection is driven
+    /// on the thread that made it, and only the batch thread (`owned::batch_thread`) asks this
+    /// pool for one, so a batch's answer is read where its batcher runs.
+    batches: Pool,
 }
 
 impl Db {
-    /// Connects (lazily) with two pools, the general one (`size` connections) and the one for
-    /// critical sections (`critical_size`), and applies pending migrations. Statements on the
-    /// critical pool are bounded by `critical_bound` on the server (`statement_timeout`) and on
-    /// the wire (TCP user timeout, keepalives), so a lock holder never waits past its lease.
+    /// Connects (lazily) with three pools, the general one (`size` connections), the one for
+    /// critical sections (`critical_size`) and the owners' batches' (`critical_size` too), and
+    /// applies pending migrations. Statements on the critical pool and the batches' are bounded by
+    /// `critical_bound` on the server (`statement_timeout`) and on the wire (TCP user timeout,
+    /// keepalives), so a lock holder never waits past its lease.
     ///
     /// The general pool is bounded too, more loosely (10 s): a statement, a write
     /// left unacknowledged on the wire, and a silent peer all end within it, so no request (and no
@@ -77,14 +82,14 @@ impl Db {
                 .build()
                 .map_err(|e| StoreError::Config(format!("database pool: {e}")))
         };
-        let db = Self { pool: pool(&general, size)?, critical: pool(&critical, critical_size)? };
+        let db = Self { pool: pool(&general, size)?, critical: pool(&critical, critical_size)?, batches: pool(&critical, critical_size)? };
         migrate::apply(&mut *db.client().await?).await?;
         Ok(db)
     }
 
     /// A handle whose queries use the connections reserved for lock holders.
     pub fn critical_section(&self) -> Db {
-        Self { pool: self.critical.clone(), critical: self.critical.clone() }
+        Self { pool: self.critical.clone(), critical: self.critical.clone(), batches: self.batches.clone() }
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {

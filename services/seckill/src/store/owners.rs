@@ -3,9 +3,10 @@
 //! `seckill_commit_orders` in `migrations/0024_batches_answer_replays.sql`, as
 //! `migrations/0025_replays_lock_no_buyer.sql` replaced it).
 //!
-//! Both run on the critical pool, whose connections carry a `statement_timeout` and a TCP user
-//! timeout below the lease, and both are bounded on the client side too: a batch that does not
-//! answer in time has an unknown fate, and its connection is dropped rather than reused.
+//! The claim runs on the critical pool and the batch on the batches' own (made on the batch
+//! thread, see `owned::batch_thread`); the connections of both carry a `statement_timeout` and a
+//! TCP user timeout below the lease, and both are bounded on the client side too: a batch that
+//! does not answer in time has an unknown fate, and its connection is dropped rather than reused.
 
 use std::time::{Duration, SystemTime};
 
@@ -168,11 +169,11 @@ impl Db {
                 part_take.push(take as i32);
             }
         }
-        let client = self.critical.get().await.map_err(StoreError::from)?;
+        let client = self.batches.get().await.map_err(StoreError::from)?;
         let rows = bounded(client, bound, async |client| {
-            // Prepared once per connection (the critical pool hands a batcher the same connection
-            // again and again): a batch is then a Bind and an Execute in one flight of messages,
-            // with no parse and no plan. A loop of batches from fresh buyers on one connection,
+            // Prepared once per connection (the pool hands a batcher the same connection again and
+            // again): a batch is then a Bind and an Execute in one flight of messages, with no
+            // parse and no plan. A loop of batches from fresh buyers on one connection,
             // PostgreSQL backend CPU per batch, unprepared against prepared: 1 order 700/753/773
             // µs against 640/733/687, 10 orders 1167/1300 against 1033/1050.
             let statement = client.prepare_cached(COMMIT_BATCH).await?;
@@ -204,7 +205,7 @@ impl Db {
     }
 }
 
-/// The batch commit, as prepared on each connection of the critical pool. An `earlier` row
+/// The batch commit, as prepared on each connection of the batches' pool. An `earlier` row
 /// carries the committed order in `order_id, buyer, units, shard, fence` (`OrderRecord::from_row`).
 const COMMIT_BATCH: &str = "SELECT ord, outcome, order_id, buyer, units, shard, fence \
                             FROM seckill_commit_orders($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
